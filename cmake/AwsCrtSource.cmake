@@ -1,0 +1,60 @@
+# Locates the pinned awscrt source distribution, verifies it and unpacks it.
+#
+# The AWS Common Runtime C libraries ship inside the awscrt sdist (folder `crt/`). We take that archive by
+# package name through pip, so the build needs no host name of its own and no git. For offline builds, hand
+# the build an archive you downloaded earlier:
+#   -DTORCHDATA_S3_AWSCRT_ARCHIVE=/path/awscrt-0.38.0.tar.gz   (or the environment variable of the same name)
+#
+# Output: AWSCRT_CRT_DIR, the unpacked `crt/` folder.
+
+set(AWSCRT_VERSION "0.38.0")
+set(AWSCRT_SHA256 "4a8423c4a76390c6e5c4f386e3e367dccdcf67d6d1a0bc1c59776bb14cdc2ad9")
+
+set(TORCHDATA_S3_AWSCRT_ARCHIVE "$ENV{TORCHDATA_S3_AWSCRT_ARCHIVE}"
+    CACHE FILEPATH "Pre-downloaded awscrt-${AWSCRT_VERSION}.tar.gz (empty: fetch it with pip)")
+
+set(_awscrt_work_dir "${CMAKE_BINARY_DIR}/awscrt")
+set(_awscrt_archive "${TORCHDATA_S3_AWSCRT_ARCHIVE}")
+
+if(NOT _awscrt_archive)
+  set(_awscrt_archive "${_awscrt_work_dir}/awscrt-${AWSCRT_VERSION}.tar.gz")
+  if(NOT EXISTS "${_awscrt_archive}")
+    message(STATUS "Fetching the awscrt ${AWSCRT_VERSION} source distribution with pip")
+    execute_process(
+      COMMAND "${Python_EXECUTABLE}" -m pip download --no-deps --no-binary :all:
+              "awscrt==${AWSCRT_VERSION}" -d "${_awscrt_work_dir}"
+      RESULT_VARIABLE _pip_result)
+    if(NOT _pip_result EQUAL 0 OR NOT EXISTS "${_awscrt_archive}")
+      message(FATAL_ERROR
+        "Could not fetch awscrt==${AWSCRT_VERSION} with pip (exit ${_pip_result}). Download it on a machine "
+        "with access to the package index (pip download --no-deps --no-binary :all: awscrt==${AWSCRT_VERSION}) "
+        "and pass it with -DTORCHDATA_S3_AWSCRT_ARCHIVE=/path/to/awscrt-${AWSCRT_VERSION}.tar.gz")
+    endif()
+  endif()
+endif()
+
+if(NOT EXISTS "${_awscrt_archive}")
+  message(FATAL_ERROR "TORCHDATA_S3_AWSCRT_ARCHIVE=${_awscrt_archive} does not exist")
+endif()
+
+file(SHA256 "${_awscrt_archive}" _actual_sha256)
+if(NOT _actual_sha256 STREQUAL AWSCRT_SHA256)
+  message(FATAL_ERROR
+    "${_awscrt_archive} has sha256 ${_actual_sha256}, expected ${AWSCRT_SHA256} (awscrt ${AWSCRT_VERSION}). "
+    "Delete it and build again, or pass the genuine archive.")
+endif()
+
+# Unpack once per archive hash; the stamp keeps re-configures from touching the sources (and so from
+# rebuilding the CRT) after a C++ edit of our own.
+set(_awscrt_source_root "${_awscrt_work_dir}/src")
+set(_awscrt_stamp "${_awscrt_source_root}/.unpacked-${AWSCRT_SHA256}")
+if(NOT EXISTS "${_awscrt_stamp}")
+  file(REMOVE_RECURSE "${_awscrt_source_root}")
+  file(ARCHIVE_EXTRACT INPUT "${_awscrt_archive}" DESTINATION "${_awscrt_source_root}")
+  file(TOUCH "${_awscrt_stamp}")
+endif()
+
+set(AWSCRT_CRT_DIR "${_awscrt_source_root}/awscrt-${AWSCRT_VERSION}/crt")
+if(NOT EXISTS "${AWSCRT_CRT_DIR}/aws-c-s3/CMakeLists.txt")
+  message(FATAL_ERROR "${AWSCRT_CRT_DIR} does not hold the CRT sources: is ${_awscrt_archive} an awscrt sdist?")
+endif()

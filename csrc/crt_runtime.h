@@ -1,0 +1,45 @@
+// Process-wide CRT state: library initialisation and the event-loop / resolver / bootstrap trio that every
+// client of this process shares.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+
+struct aws_allocator;
+struct aws_client_bootstrap;
+struct aws_event_loop_group;
+struct aws_host_resolver;
+
+namespace torchdata_s3 {
+
+class CrtRuntime {
+public:
+    // The runtime of the calling process, created on first use. A forked child gets a fresh one: CRT threads
+    // do not survive fork(), so the parent's objects are abandoned (leaked), never touched.
+    static std::shared_ptr<CrtRuntime> for_this_process();
+
+    // Whether an object created in process `creator_pid` may be used (or released) from here.
+    static bool owned_by_this_process(pid_t creator_pid);
+
+    aws_allocator* allocator() const { return allocator_; }
+    aws_client_bootstrap* bootstrap() const { return bootstrap_; }
+
+    CrtRuntime(const CrtRuntime&) = delete;
+    CrtRuntime& operator=(const CrtRuntime&) = delete;
+    ~CrtRuntime();
+
+private:
+    CrtRuntime();
+
+    pid_t creator_pid_;
+    aws_allocator* allocator_ = nullptr;
+    aws_event_loop_group* event_loop_group_ = nullptr;
+    aws_host_resolver* host_resolver_ = nullptr;
+    aws_client_bootstrap* bootstrap_ = nullptr;
+};
+
+// Turns on the CRT's own logging to stderr ("error", "warn", "info", "debug", "trace"). Process-wide.
+void enable_crt_logging(const char* level_name);
+
+}  // namespace torchdata_s3

@@ -1,0 +1,113 @@
+#include "list_objects.h"
+
+#include <aws/common/xml_parser.h>
+
+#include <stdexcept>
+
+#include "body_request.h"
+#include "xml_text.h"
+
+namespace torchdata_s3 {
+namespace {
+
+bool name_is(aws_xml_node* node, const char* name) {
+    const aws_byte_cursor node_name = aws_xml_node_get_name(node);
+    return aws_byte_cursor_eq_c_str(&node_name, name);
+}
+
+int parse_size(aws_xml_node* node, uint64_t* out) {
+    std::string text;
+    if (xml_node_text(node, &text) != AWS_OP_SUCCESS) return AWS_OP_ERR;
+    if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos) {
+        return aws_raise_error(AWS_ERROR_INVALID_ARGUMENT);
+    }
+    *out = std::stoull(text);
+    return AWS_OP_SUCCESS;
+}
+
+int on_contents_child(aws_xml_node* node, void* user_data) {
+    auto* object = static_cast<ObjectSummary*>(user_data);
+    if (name_is(node, "Key")) return xml_node_text(node, &object->key);
+    if (name_is(node, "Size")) return parse_size(node, &object->size);
+    if (name_is(node, "ETag")) return xml_node_text(node, &object->etag);
+    return AWS_OP_SUCCESS;
+}
+
+int on_common_prefix_child(aws_xml_node* node, void* user_data) {
+    if (!name_is(node, "Prefix")) return AWS_OP_SUCCESS;
+    auto* page = static_cast<ListObjectsPage*>(user_data);
+    page->common_prefixes.emplace_back();
+    return xml_node_text(node, &page->common_prefixes.back());
+}
+
+int on_result_child(aws_xml_node* node, void* user_data) {
+    auto* page = static_cast<ListObjectsPage*>(user_data);
+    if (name_is(node, "Contents")) {
+        page->objects.emplace_back();
+        return aws_xml_node_traverse(node, on_contents_child, &page->objects.back());
+    }
+    if (name_is(node, "CommonPrefixes")) return aws_xml_node_traverse(node, on_common_prefix_child, page);
+    if (name_is(node, "NextContinuationToken")) return xml_node_text(node, &page->next_continuation_token);
+    if (name_is(node, "IsTruncated")) {
+        std::string text;
+        if (xml_node_text(node, &text) != AWS_OP_SUCCESS) return AWS_OP_ERR;
+        page->is_truncated = text == "true";
+    }
+    return AWS_OP_SUCCESS;
+}
+
+struct ParseContext {
+    ListObjectsPage* page;
+    bool saw_result = false;
+};
+
+int on_root(aws_xml_node* node, void* user_data) {
+    auto* context = static_cast<ParseContext*>(user_data);
+    if (!name_is(node, "ListBucketResult")) return aws_raise_error(AWS_ERROR_INVALID_ARGUMENT);
+    context->saw_result = true;
+    return aws_xml_node_traverse(node, on_result_child, context->page);
+}
+
+}  // namespace
+
+ListObjectsPage parse_list_objects_v2(const std::string& document) {
+    ListObjectsPage page;
+    ParseContext context{&page};
+    aws_xml_parser_options options = {};
+    options.doc = aws_byte_cursor_from_array(document.data(), document.size());
+    options.max_depth = 16;
+    options.on_root_encountered = on_root;
+    options.user_data = &context;
+    if (aws_xml_parse(aws_default_allocator(), &options) != AWS_OP_SUCCESS || !context.saw_result) {
+        throw std::invalid_argument(std::string("malformed ListObjectsV2 response: ") +
+                                    aws_error_name(aws_last_error()));
+    }
+    if (page.is_truncated && page.next_continuation_token.empty()) {
+        throw std::invalid_argument("malformed ListObjectsV2 response: truncated without a continuation token");
+    }
+    if (!page.is_truncated) page.next_continuation_token.clear();
+    return page;
+}
+
+ListObjectsPage list_objects_v2(S3Client& client, const ListObjectsRequest& request) {
+    // Query parameters in the order S3 documents them; values encoded with the CRT's query rules.
+    std::string query = "?list-type=2";
+    const auto add = [&query](const char* name, const std::string& value) {
+        if (!value.empty()) query += std::string("&") + name + "=" + S3Client::encode_query_value(value);
+    };
+    add("continuation-token", request.continuation_token);
+    add("delimiter", request.delimiter);
+    if (request.max_keys != 0) query += "&max-keys=" + std::to_string(request.max_keys);
+    add("prefix", request.prefix);
+    add("start-after", request.start_after);
+
+    BodyRequest body_request;
+    body_request.operation = "ListObjectsV2";
+    body_request.bucket = request.bucket;
+    body_request.key = request.prefix;
+    body_request.encoded_suffix = "/" + query;
+    body_request.timeout_ms = request.timeout_ms;
+    return parse_list_objects_v2(perform_body_request(client, body_request));
+}
+
+}  // namespace torchdata_s3

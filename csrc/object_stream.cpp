@@ -1,0 +1,313 @@
+#include "object_stream.h"
+
+#include <aws/common/uri.h>
+#include <aws/http/request_response.h>
+#include <aws/s3/s3_client.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+namespace torchdata_s3 {
+namespace {
+
+aws_byte_cursor cursor_of(const std::string& s) { return aws_byte_cursor_from_array(s.data(), s.size()); }
+
+std::string header_value(const aws_http_headers* headers, const char* name) {
+    aws_byte_cursor value;
+    if (aws_http_headers_get(headers, aws_byte_cursor_from_c_str(name), &value) != AWS_OP_SUCCESS) return {};
+    return std::string(reinterpret_cast<const char*>(value.ptr), value.len);
+}
+
+bool parse_unsigned(const std::string& text, uint64_t* out) {
+    if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+    *out = std::stoull(text);
+    return true;
+}
+
+}  // namespace
+
+struct ObjectStream::Shared {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::deque<Chunk> queue;
+    bool headers_received = false;
+    uint64_t expected_bytes = 0;    // Content-Length of the whole (synthesised) response
+    uint64_t next_body_offset = 0;  // object offset the next body callback must start at
+    uint64_t received_bytes = 0;
+    std::string etag;
+    bool finished = false;
+    bool failed = false;
+    RequestFailure failure;
+    std::string bucket;
+    std::string key;
+
+    RequestFailure make_failure(RequestFailure::Kind kind, std::string detail) const {
+        RequestFailure f;
+        f.kind = kind;
+        f.operation = "GetObject";
+        f.bucket = bucket;
+        f.key = key;
+        f.detail = std::move(detail);
+        return f;
+    }
+
+    // Records the first failure only: later ones are consequences of it.
+    void fail_locked(RequestFailure f) {
+        if (failed) return;
+        failed = true;
+        failure = std::move(f);
+        queue.clear();
+        changed.notify_all();
+    }
+};
+
+namespace {
+
+ObjectStream::Shared* shared_of(void* user_data) {
+    return static_cast<std::shared_ptr<ObjectStream::Shared>*>(user_data)->get();
+}
+
+int on_headers(aws_s3_meta_request*, const aws_http_headers* headers, int, void* user_data) {
+    auto* shared = shared_of(user_data);
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    uint64_t length = 0;
+    if (!parse_unsigned(header_value(headers, "Content-Length"), &length)) {
+        shared->fail_locked(shared->make_failure(RequestFailure::Kind::crt, "response without a valid Content-Length"));
+        return aws_raise_error(AWS_ERROR_S3_INVALID_CONTENT_LENGTH_HEADER);
+    }
+    shared->expected_bytes = length;
+    shared->etag = header_value(headers, "ETag");
+    shared->headers_received = true;
+    shared->changed.notify_all();
+    return AWS_OP_SUCCESS;
+}
+
+int on_body(aws_s3_meta_request*, const aws_byte_cursor* body, uint64_t range_start, void* user_data) {
+    auto* shared = shared_of(user_data);
+    // Copy outside the lock: this is the one copy from the CRT's pool into memory Python can read.
+    ObjectStream::Chunk chunk;
+    chunk.bytes.reset(new uint8_t[body->len]);
+    chunk.size = body->len;
+    std::memcpy(chunk.bytes.get(), body->ptr, body->len);
+
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    if (shared->failed) return aws_raise_error(AWS_ERROR_S3_CANCELED);
+    if (range_start != shared->next_body_offset) {
+        shared->fail_locked(shared->make_failure(
+            RequestFailure::Kind::out_of_order, "body data for offset " + std::to_string(range_start) +
+                                                    " arrived where offset " +
+                                                    std::to_string(shared->next_body_offset) + " was expected"));
+        return aws_raise_error(AWS_ERROR_S3_CANCELED);
+    }
+    shared->next_body_offset += body->len;
+    shared->received_bytes += body->len;
+    if (shared->headers_received && shared->received_bytes > shared->expected_bytes) {
+        shared->fail_locked(shared->make_failure(RequestFailure::Kind::short_body,
+                                                 "the server sent more bytes than its Content-Length announced"));
+        return aws_raise_error(AWS_ERROR_S3_CANCELED);
+    }
+    if (body->len != 0) shared->queue.push_back(std::move(chunk));
+    shared->changed.notify_all();
+    return AWS_OP_SUCCESS;
+}
+
+void on_finish(aws_s3_meta_request*, const aws_s3_meta_request_result* result, void* user_data) {
+    auto* shared = shared_of(user_data);
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    shared->finished = true;
+    if (result->error_code != AWS_ERROR_SUCCESS) {
+        shared->fail_locked(RequestFailure::from_result(*result, "GetObject", shared->bucket, shared->key));
+    } else if (shared->headers_received && shared->received_bytes != shared->expected_bytes) {
+        shared->fail_locked(shared->make_failure(
+            RequestFailure::Kind::short_body, "the body ended after " + std::to_string(shared->received_bytes) +
+                                                  " of " + std::to_string(shared->expected_bytes) + " bytes"));
+    } else if (!shared->headers_received) {
+        // An empty object: the CRT answers it without a headers callback and without body data.
+        shared->expected_bytes = shared->received_bytes;
+        shared->headers_received = true;
+    }
+    shared->changed.notify_all();
+}
+
+void on_shutdown(void* user_data) { delete static_cast<std::shared_ptr<ObjectStream::Shared>*>(user_data); }
+
+}  // namespace
+
+ObjectStream::ObjectStream(std::shared_ptr<S3Client> client, GetObjectRequest request)
+    : client_(std::move(client)), request_(std::move(request)), creator_pid_(getpid()),
+      shared_(std::make_shared<Shared>()) {
+    shared_->bucket = request_.bucket;
+    shared_->key = request_.key;
+    shared_->next_body_offset = request_.has_range ? request_.range_start : 0;
+}
+
+std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> client, GetObjectRequest request) {
+    std::shared_ptr<ObjectStream> stream(new ObjectStream(std::move(client), std::move(request)));
+    S3Client& s3 = *stream->client_;
+    const GetObjectRequest& req = stream->request_;
+
+    aws_http_message* message = s3.new_get_message(req.bucket, "/" + S3Client::encode_path(req.key));
+    if (req.has_range) {
+        const std::string range =
+            "bytes=" + std::to_string(req.range_start) + "-" + std::to_string(req.range_end_inclusive);
+        aws_http_header header = {};
+        header.name = aws_byte_cursor_from_c_str("Range");
+        header.value = cursor_of(range);
+        aws_http_message_add_header(message, header);
+    }
+    aws_uri endpoint;
+    s3.endpoint_for(req.bucket, &endpoint);
+
+    aws_s3_meta_request_options options = {};
+    options.type = AWS_S3_META_REQUEST_TYPE_GET_OBJECT;
+    options.message = message;
+    options.endpoint = &endpoint;
+    options.part_size = req.part_size_bytes;
+    options.headers_callback = on_headers;
+    options.body_callback = on_body;
+    options.finish_callback = on_finish;
+    options.shutdown_callback = on_shutdown;
+    auto* holder = new std::shared_ptr<Shared>(stream->shared_);
+    options.user_data = holder;
+
+    stream->meta_request_ = aws_s3_client_make_meta_request(s3.native(), &options);
+    aws_http_message_release(message);
+    aws_uri_clean_up(&endpoint);
+    if (!stream->meta_request_) {
+        delete holder;
+        RequestFailure failure = stream->shared_->make_failure(RequestFailure::Kind::crt, "");
+        failure.crt_error_code = aws_last_error();
+        failure.crt_error_name = aws_error_name(failure.crt_error_code);
+        failure.crt_error_message = aws_error_str(failure.crt_error_code);
+        throw failure;
+    }
+    // The client opens every stream with a window of one part; widen this one to its own budget.
+    stream->window_bytes_ = s3.options().part_size_bytes;
+    stream->widen_window(req.window_bytes != 0 ? req.window_bytes : s3.options().read_window_bytes);
+    return stream;
+}
+
+void ObjectStream::widen_window(uint64_t window_bytes) {
+    if (window_bytes <= window_bytes_) return;
+    aws_s3_meta_request_increment_read_window(meta_request_, window_bytes - window_bytes_);
+    window_bytes_ = window_bytes;
+}
+
+ObjectStream::~ObjectStream() {
+    if (meta_request_ == nullptr) return;
+    if (!CrtRuntime::owned_by_this_process(creator_pid_)) return;  // inherited across fork(): leak
+    bool finished;
+    {
+        std::lock_guard<std::mutex> lock(shared_->mutex);
+        finished = shared_->finished;
+    }
+    if (!finished) aws_s3_meta_request_cancel(meta_request_);
+    aws_s3_meta_request_release(meta_request_);
+}
+
+void ObjectStream::cancel() {
+    {
+        std::lock_guard<std::mutex> lock(shared_->mutex);
+        if (shared_->finished && !shared_->failed && shared_->queue.empty()) return;
+        RequestFailure closed = shared_->make_failure(RequestFailure::Kind::crt, "the stream was closed");
+        closed.crt_error_name = "AWS_ERROR_S3_CANCELED";
+        shared_->fail_locked(std::move(closed));
+    }
+    current_ = Chunk();
+    current_offset_ = 0;
+    aws_s3_meta_request_cancel(meta_request_);
+}
+
+bool ObjectStream::advance() {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    if (shared_->failed) throw shared_->failure;
+    if (shared_->queue.empty()) return false;
+    current_ = std::move(shared_->queue.front());
+    shared_->queue.pop_front();
+    current_offset_ = 0;
+    return true;
+}
+
+bool ObjectStream::try_peek(const uint8_t** data, size_t* size) {
+    if (current_offset_ == current_.size) {
+        if (current_.bytes) {
+            return_read_window(current_.size);
+            current_ = Chunk();
+            current_offset_ = 0;
+        }
+        if (!advance()) return false;
+    }
+    *data = current_.bytes.get() + current_offset_;
+    *size = current_.size - current_offset_;
+    return true;
+}
+
+void ObjectStream::consume(size_t n) {
+    current_offset_ += n;
+    position_ += n;
+}
+
+void ObjectStream::return_read_window(size_t bytes) {
+    // Handing bytes back a whole chunk at a time keeps the CRT's locking off the per-line path.
+    aws_s3_meta_request_increment_read_window(meta_request_, bytes);
+}
+
+template <class Ready>
+void ObjectStream::wait_locked(std::unique_lock<std::mutex>& lock, Ready ready, const char* waiting_for) {
+    if (request_.timeout_ms == 0) {
+        shared_->changed.wait(lock, ready);
+    } else if (!shared_->changed.wait_for(lock, std::chrono::milliseconds(request_.timeout_ms), ready)) {
+        shared_->fail_locked(shared_->make_failure(RequestFailure::Kind::timed_out,
+                                                   std::string("no ") + waiting_for + " within " +
+                                                       std::to_string(request_.timeout_ms) +
+                                                       " ms (request_timeout_ms)"));
+        lock.unlock();
+        aws_s3_meta_request_cancel(meta_request_);
+        lock.lock();
+    }
+    if (shared_->failed) throw shared_->failure;
+}
+
+bool ObjectStream::wait_for_data() {
+    const uint8_t* data;
+    size_t size;
+    if (try_peek(&data, &size)) return true;
+    std::unique_lock<std::mutex> lock(shared_->mutex);
+    wait_locked(lock, [this] { return shared_->failed || !shared_->queue.empty() || shared_->finished; }, "data");
+    return !shared_->queue.empty();  // false: finished, nothing left
+}
+
+uint64_t ObjectStream::wait_for_size() {
+    std::unique_lock<std::mutex> lock(shared_->mutex);
+    wait_locked(lock, [this] { return shared_->failed || shared_->headers_received; }, "response");
+    return shared_->expected_bytes;
+}
+
+ObjectStream::Chunk ObjectStream::take_chunk() {
+    if (!wait_for_data()) return Chunk();
+    const size_t chunk_size = current_.size;
+    Chunk taken;
+    if (current_offset_ == 0) {
+        taken = std::move(current_);
+    } else {
+        taken.size = current_.size - current_offset_;
+        taken.bytes.reset(new uint8_t[taken.size]);
+        std::memcpy(taken.bytes.get(), current_.bytes.get() + current_offset_, taken.size);
+    }
+    return_read_window(chunk_size);
+    position_ += taken.size;
+    current_ = Chunk();
+    current_offset_ = 0;
+    return taken;
+}
+
+std::string ObjectStream::etag() {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    return shared_->etag;
+}
+
+}  // namespace torchdata_s3

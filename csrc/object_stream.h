@@ -1,0 +1,99 @@
+// One GetObject in flight: the CRT's parallel ranged GETs deliver parts in order into a queue of chunks
+// that the reader drains. Read backpressure keeps what is buffered within the stream's window.
+//
+// Threads: the CRT's callbacks only touch `Shared`, under its mutex. The reader (one thread at a time; the
+// binding serialises) takes whole chunks out of the queue and reads them without the lock.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "request_failure.h"
+#include "s3_client.h"
+
+struct aws_s3_meta_request;
+
+namespace torchdata_s3 {
+
+struct GetObjectRequest {
+    std::string bucket;
+    std::string key;
+    bool has_range = false;
+    uint64_t range_start = 0;
+    uint64_t range_end_inclusive = 0;
+    uint64_t window_bytes = 0;     // bytes the stream may buffer ahead of the reader; 0: the client's default
+    uint32_t timeout_ms = 0;       // longest wait for the next byte; 0: no limit
+    uint64_t part_size_bytes = 0;  // 0: the client's part size
+};
+
+class ObjectStream {
+public:
+    // Starts the GET immediately; returns without waiting for any byte.
+    static std::shared_ptr<ObjectStream> start(std::shared_ptr<S3Client> client, GetObjectRequest request);
+    ~ObjectStream();
+    ObjectStream(const ObjectStream&) = delete;
+    ObjectStream& operator=(const ObjectStream&) = delete;
+
+    const GetObjectRequest& request() const { return request_; }
+
+    // Non-blocking: if bytes are ready, points `data`/`size` at them (valid until the next consume() or
+    // wait) and returns true. Throws the request's failure once it is known.
+    bool try_peek(const uint8_t** data, size_t* size);
+    // Marks `n` bytes of the peeked span as read.
+    void consume(size_t n);
+    // Blocks until try_peek() would succeed (true) or the object is complete (false); throws on failure.
+    bool wait_for_data();
+
+    // Blocks until the response headers arrived; returns the byte count this stream will deliver.
+    uint64_t wait_for_size();
+    // The ETag of the object (empty until the headers arrived).
+    std::string etag();
+    uint64_t position() const { return position_; }
+
+    // Lets the download run up to `window_bytes` ahead of the reader (never shrinks the window).
+    void widen_window(uint64_t window_bytes);
+
+    // Stops the transfer; later reads raise. Safe to call more than once.
+    void cancel();
+
+    // Implementation types, public only so that the CRT callbacks in object_stream.cpp can name them.
+    struct Chunk {
+        std::unique_ptr<uint8_t[]> bytes;
+        size_t size = 0;
+    };
+    // Everything the CRT callbacks touch. The CRT holds its own reference until the meta request shuts
+    // down, so a stream dropped mid-transfer never leaves a callback pointing at freed memory.
+    struct Shared;
+
+    // Takes the unread rest of the current chunk out of the stream, without copying when nothing of it was
+    // read yet. Returns an empty chunk at the end of the object. Blocks like wait_for_data().
+    Chunk take_chunk();
+
+private:
+
+    ObjectStream(std::shared_ptr<S3Client> client, GetObjectRequest request);
+    bool advance();  // moves the next queued chunk into `current_`; false if none is queued
+    // Waits (with the request's timeout) until `ready` holds; on timeout fails the stream and cancels it.
+    template <class Ready>
+    void wait_locked(std::unique_lock<std::mutex>& lock, Ready ready, const char* waiting_for);
+    void return_read_window(size_t bytes);
+
+    std::shared_ptr<S3Client> client_;
+    GetObjectRequest request_;
+    pid_t creator_pid_;
+    std::shared_ptr<Shared> shared_;
+    aws_s3_meta_request* meta_request_ = nullptr;
+    uint64_t window_bytes_ = 0;  // the read window granted so far
+
+    // reader side only (no lock):
+    Chunk current_;
+    size_t current_offset_ = 0;
+    uint64_t position_ = 0;
+    uint64_t unacknowledged_bytes_ = 0;  // read but not yet returned to the read window
+};
+
+}  // namespace torchdata_s3

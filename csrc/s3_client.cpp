@@ -1,0 +1,209 @@
+#include "s3_client.h"
+
+#include <aws/auth/credentials.h>
+#include <aws/auth/signing_config.h>
+#include <aws/common/uri.h>
+#include <aws/http/connection.h>
+#include <aws/http/request_response.h>
+#include <aws/io/tls_channel_handler.h>
+#include <aws/s3/s3_client.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+
+namespace torchdata_s3 {
+namespace {
+
+[[noreturn]] void throw_crt_error(const std::string& what) {
+    throw std::runtime_error(what + ": " + aws_error_name(aws_last_error()) + " (" +
+                             aws_error_str(aws_last_error()) + ")");
+}
+
+aws_byte_cursor cursor_of(const std::string& s) { return aws_byte_cursor_from_array(s.data(), s.size()); }
+
+aws_credentials_provider* new_credentials_provider(const ClientOptions& options, aws_allocator* allocator,
+                                                   aws_client_bootstrap* bootstrap) {
+    switch (options.credentials) {
+        case CredentialsSource::anonymous:
+            return aws_credentials_provider_new_anonymous(allocator, nullptr);
+        case CredentialsSource::static_keys: {
+            aws_credentials_provider_static_options static_options = {};
+            static_options.access_key_id = cursor_of(options.access_key_id);
+            static_options.secret_access_key = cursor_of(options.secret_access_key);
+            static_options.session_token = cursor_of(options.session_token);
+            return aws_credentials_provider_new_static(allocator, &static_options);
+        }
+        case CredentialsSource::profile:
+        case CredentialsSource::default_chain: {
+            aws_credentials_provider_chain_default_options chain_options = {};
+            chain_options.bootstrap = bootstrap;
+            if (options.credentials == CredentialsSource::profile) {
+                // A profile named explicitly wins over keys in the environment, as it does in the AWS CLI.
+                chain_options.profile_name_override = cursor_of(options.profile_name);
+                chain_options.skip_environment_credentials_provider = true;
+            }
+            return aws_credentials_provider_new_chain_default(allocator, &chain_options);
+        }
+    }
+    return nullptr;
+}
+
+std::string append_encoded(const std::string& raw, int (*encode)(aws_byte_buf*, const aws_byte_cursor*)) {
+    aws_byte_buf buffer;
+    aws_byte_buf_init(&buffer, aws_default_allocator(), raw.size() * 3 + 1);
+    const aws_byte_cursor input = cursor_of(raw);
+    if (encode(&buffer, &input) != AWS_OP_SUCCESS) {
+        aws_byte_buf_clean_up(&buffer);
+        throw_crt_error("URI-encoding '" + raw + "'");
+    }
+    std::string encoded(reinterpret_cast<const char*>(buffer.buffer), buffer.len);
+    aws_byte_buf_clean_up(&buffer);
+    return encoded;
+}
+
+}  // namespace
+
+// The client's shutdown completes on a CRT thread; the destructor waits for it so that no callback can
+// outlive the objects it refers to.
+struct S3Client::ShutdownWaiter {
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    bool done = false;
+
+    static void on_shutdown(void* user_data) {
+        auto* self = static_cast<ShutdownWaiter*>(user_data);
+        std::lock_guard<std::mutex> lock(self->mutex);
+        self->done = true;
+        self->done_cv.notify_all();
+    }
+    void wait() {
+        std::unique_lock<std::mutex> lock(mutex);
+        done_cv.wait(lock, [this] { return done; });
+    }
+};
+
+S3Client::S3Client(ClientOptions options)
+    : options_(std::move(options)),
+      runtime_(CrtRuntime::for_this_process()),
+      creator_pid_(getpid()),
+      shutdown_(new ShutdownWaiter()) {
+    aws_allocator* alloc = runtime_->allocator();
+    if (options_.endpoint_host.empty()) throw std::invalid_argument("the S3 endpoint host is empty");
+    if (options_.endpoint_scheme != "http" && options_.endpoint_scheme != "https") {
+        throw std::invalid_argument("endpoint scheme must be http or https, not '" + options_.endpoint_scheme + "'");
+    }
+
+    credentials_ = new_credentials_provider(options_, alloc, runtime_->bootstrap());
+    if (!credentials_) throw_crt_error("creating the credentials provider");
+
+    aws_signing_config_aws signing_config = {};
+    aws_s3_init_default_signing_config(&signing_config, cursor_of(options_.region), credentials_);
+
+    aws_s3_client_config config = {};
+    config.region = cursor_of(options_.region);
+    config.client_bootstrap = runtime_->bootstrap();
+    config.signing_config = &signing_config;
+    config.part_size = options_.part_size_bytes;
+    config.throughput_target_gbps = options_.throughput_target_gbps;
+    config.max_active_connections_override = options_.max_connections;
+    config.memory_limit_in_bytes = options_.memory_limit_bytes;
+    config.connect_timeout_ms = options_.connect_timeout_ms;
+    config.retry_config.max_retries = options_.max_retries;
+    // Read backpressure bounds what each open object may buffer; every stream then widens its own window.
+    config.enable_read_backpressure = true;
+    config.initial_read_window = options_.part_size_bytes;
+
+    aws_http_connection_monitoring_options monitoring = {};
+    monitoring.minimum_throughput_bytes_per_second = 1;
+    monitoring.allowable_throughput_failure_interval_seconds = options_.stall_timeout_s;
+    config.monitoring_options = &monitoring;
+
+    aws_tls_connection_options tls_connection = {};
+    const bool use_tls = options_.endpoint_scheme == "https";
+    if (use_tls) {
+        aws_tls_ctx_options tls_options;
+        aws_tls_ctx_options_init_default_client(&tls_options, alloc);
+        aws_tls_ctx_options_set_verify_peer(&tls_options, options_.verify_tls);
+        if (!options_.ca_file.empty() &&
+            aws_tls_ctx_options_override_default_trust_store_from_path(&tls_options, nullptr,
+                                                                        options_.ca_file.c_str()) != AWS_OP_SUCCESS) {
+            aws_tls_ctx_options_clean_up(&tls_options);
+            throw_crt_error("loading the CA file " + options_.ca_file);
+        }
+        tls_ctx_ = aws_tls_client_ctx_new(alloc, &tls_options);
+        aws_tls_ctx_options_clean_up(&tls_options);
+        if (!tls_ctx_) throw_crt_error("creating the TLS context");
+        aws_tls_connection_options_init_from_ctx(&tls_connection, tls_ctx_);
+        config.tls_mode = AWS_MR_TLS_ENABLED;
+        config.tls_connection_options = &tls_connection;
+    } else {
+        config.tls_mode = AWS_MR_TLS_DISABLED;
+    }
+
+    config.shutdown_callback = &ShutdownWaiter::on_shutdown;
+    config.shutdown_callback_user_data = shutdown_.get();
+
+    client_ = aws_s3_client_new(alloc, &config);
+    if (use_tls) aws_tls_connection_options_clean_up(&tls_connection);
+    if (!client_) {
+        const int error = aws_last_error();
+        aws_credentials_provider_release(credentials_);
+        if (tls_ctx_) aws_tls_ctx_release(tls_ctx_);
+        aws_raise_error(error);
+        throw_crt_error("creating the S3 client");
+    }
+}
+
+S3Client::~S3Client() {
+    if (!usable_here()) {
+        // Inherited across fork(): its threads are gone, releasing would crash or hang. Leak on purpose.
+        shutdown_.release();
+        return;
+    }
+    aws_s3_client_release(client_);
+    shutdown_->wait();
+    aws_credentials_provider_release(credentials_);
+    if (tls_ctx_) aws_tls_ctx_release(tls_ctx_);
+}
+
+std::string S3Client::host_for(const std::string& bucket) const {
+    return options_.path_style ? options_.endpoint_host : bucket + "." + options_.endpoint_host;
+}
+
+void S3Client::endpoint_for(const std::string& bucket, aws_uri* out) const {
+    aws_uri_builder_options builder = {};
+    builder.scheme = cursor_of(options_.endpoint_scheme);
+    const std::string host = host_for(bucket);
+    builder.host_name = cursor_of(host);
+    builder.port = options_.endpoint_port;
+    if (aws_uri_init_from_builder_options(out, runtime_->allocator(), &builder) != AWS_OP_SUCCESS) {
+        throw_crt_error("building the endpoint URI for host '" + host + "'");
+    }
+}
+
+aws_http_message* S3Client::new_get_message(const std::string& bucket, const std::string& encoded_suffix) const {
+    std::string path;
+    if (options_.path_style) path = "/" + encode_path(bucket);
+    path += encoded_suffix;
+    if (path.empty() || path[0] != '/') path.insert(0, "/");
+
+    aws_http_message* message = aws_http_message_new_request(runtime_->allocator());
+    if (!message) throw_crt_error("creating an HTTP request");
+    if (aws_http_message_set_request_method(message, aws_http_method_get) != AWS_OP_SUCCESS ||
+        aws_http_message_set_request_path(message, cursor_of(path)) != AWS_OP_SUCCESS) {
+        aws_http_message_release(message);
+        throw_crt_error("preparing the HTTP request");
+    }
+    // No Host header: the CRT sets it from the endpoint URI, which guarantees the two agree.
+    return message;
+}
+
+std::string S3Client::encode_path(const std::string& key) { return append_encoded(key, aws_byte_buf_append_encoding_uri_path); }
+
+std::string S3Client::encode_query_value(const std::string& value) {
+    return append_encoded(value, aws_byte_buf_append_encoding_uri_param);
+}
+
+}  // namespace torchdata_s3

@@ -1,0 +1,86 @@
+// One aws_s3_client and everything it needs (credentials, signing, TLS), built from resolved options.
+// Policy (defaults, environment variables, URL parsing) lives in Python; this is only the mechanism.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "crt_runtime.h"
+
+struct aws_credentials_provider;
+struct aws_http_message;
+struct aws_s3_client;
+struct aws_tls_ctx;
+struct aws_uri;
+
+namespace torchdata_s3 {
+
+enum class CredentialsSource { default_chain, profile, static_keys, anonymous };
+
+struct ClientOptions {
+    std::string region = "us-east-1";
+    std::string endpoint_scheme = "https";  // "http" or "https"
+    std::string endpoint_host;              // e.g. "s3.us-east-1.amazonaws.com" or "127.0.0.1"
+    uint16_t endpoint_port = 0;             // 0: the scheme's default port
+    bool path_style = false;                // true: /bucket/key on endpoint_host; false: bucket.endpoint_host/key
+
+    CredentialsSource credentials = CredentialsSource::default_chain;
+    std::string profile_name;  // for CredentialsSource::profile
+    std::string access_key_id;
+    std::string secret_access_key;
+    std::string session_token;
+
+    uint64_t part_size_bytes = 8 * 1024 * 1024;
+    double throughput_target_gbps = 10.0;
+    uint32_t max_connections = 0;     // 0: the CRT's choice for the throughput target
+    uint64_t memory_limit_bytes = 0;  // 0: the CRT's choice for the throughput target
+    uint64_t read_window_bytes = 64 * 1024 * 1024;
+
+    uint32_t connect_timeout_ms = 3000;
+    uint32_t stall_timeout_s = 10;  // a connection moving no byte for this long is dropped and retried
+    uint32_t max_retries = 5;
+
+    bool verify_tls = true;
+    std::string ca_file;  // empty: the system trust store
+};
+
+class S3Client {
+public:
+    explicit S3Client(ClientOptions options);
+    ~S3Client();
+    S3Client(const S3Client&) = delete;
+    S3Client& operator=(const S3Client&) = delete;
+
+    const ClientOptions& options() const { return options_; }
+    aws_s3_client* native() const { return client_; }
+    aws_allocator* allocator() const { return runtime_->allocator(); }
+    bool usable_here() const { return CrtRuntime::owned_by_this_process(creator_pid_); }
+
+    // A GET message for `bucket` with the given (already encoded) path-and-query relative to the bucket,
+    // e.g. "/my%20key" or "?list-type=2". Host and path follow the addressing style. Caller releases it.
+    aws_http_message* new_get_message(const std::string& bucket, const std::string& encoded_suffix) const;
+
+    // The connection endpoint for `bucket` (scheme, host, port). Caller cleans it up with aws_uri_clean_up.
+    void endpoint_for(const std::string& bucket, aws_uri* out) const;
+
+    // URI-encodes an object key for a path ('/' kept) or a query value ('/' encoded), with the CRT's rules.
+    static std::string encode_path(const std::string& key);
+    static std::string encode_query_value(const std::string& value);
+
+private:
+    std::string host_for(const std::string& bucket) const;
+
+    ClientOptions options_;
+    std::shared_ptr<CrtRuntime> runtime_;
+    pid_t creator_pid_;
+    aws_credentials_provider* credentials_ = nullptr;
+    aws_tls_ctx* tls_ctx_ = nullptr;
+    aws_s3_client* client_ = nullptr;
+    struct ShutdownWaiter;
+    std::unique_ptr<ShutdownWaiter> shutdown_;
+};
+
+}  // namespace torchdata_s3

@@ -1,0 +1,21 @@
+// Small helper over the CRT's XML parser: the unescaped text of a node as a std::string.
+#pragma once
+
+#include <aws/common/byte_buf.h>
+#include <aws/common/xml_parser.h>
+
+#include <string>
+
+namespace torchdata_s3 {
+
+// Never call this and aws_xml_node_traverse on the same node: the CRT parser asserts against it.
+inline int xml_node_text(aws_xml_node* node, std::string* out) {
+    aws_byte_buf text;
+    aws_byte_buf_init(&text, aws_default_allocator(), 64);
+    const int result = aws_xml_node_as_body_unescaped(aws_default_allocator(), node, &text);
+    if (result == AWS_OP_SUCCESS) out->assign(reinterpret_cast<const char*>(text.buffer), text.len);
+    aws_byte_buf_clean_up(&text);
+    return result;
+}
+
+}  // namespace torchdata_s3

@@ -1,0 +1,109 @@
+"""S3FileLister / list_files_by_s3 against a real S3-protocol server."""
+
+from __future__ import annotations
+
+import pytest
+from torch.utils.data.datapipes.iter import IterableWrapper
+
+from torchdata_s3 import InvalidS3UrlError, S3FileLister, S3FileNotFoundError
+
+pytestmark = pytest.mark.integration
+
+KEYS = ["a.txt", "data/1.bin", "data/2.bin", "data/sub/3.bin", "data2/4.txt", "zeta"]
+
+
+@pytest.fixture
+def listed_bucket(boto_s3, bucket: str) -> str:  # type: ignore[no-untyped-def]
+    for key in KEYS:
+        boto_s3.put_object(Bucket=bucket, Key=key, Body=key.encode())
+    boto_s3.put_object(Bucket=bucket, Key="data/emptyfolder/", Body=b"")  # a console "folder" marker
+    return bucket
+
+
+def listed(*urls: str, **kwargs: object) -> list[str]:
+    return list(S3FileLister(IterableWrapper(list(urls)), **kwargs))
+
+
+def urls(bucket: str, keys: list[str]) -> list[str]:
+    return [f"s3://{bucket}/{key}" for key in keys]
+
+
+@pytest.mark.parametrize("suffix", ["", "/"])
+def test_bucket_lists_everything(listed_bucket: str, suffix: str) -> None:
+    assert listed(f"s3://{listed_bucket}{suffix}") == urls(listed_bucket, KEYS)
+
+
+def test_folder_with_slash_is_recursive(listed_bucket: str) -> None:
+    assert listed(f"s3://{listed_bucket}/data/") == urls(listed_bucket, ["data/1.bin", "data/2.bin", "data/sub/3.bin"])
+
+
+def test_folder_without_slash_and_partial_names_are_prefixes(listed_bucket: str) -> None:
+    expected = urls(listed_bucket, ["data/1.bin", "data/2.bin", "data/sub/3.bin", "data2/4.txt"])
+    assert listed(f"s3://{listed_bucket}/data") == expected
+    assert listed(f"s3://{listed_bucket}/da") == expected
+
+
+def test_full_key(listed_bucket: str) -> None:
+    assert listed(f"s3://{listed_bucket}/data/2.bin") == urls(listed_bucket, ["data/2.bin"])
+
+
+def test_several_inputs_in_order(listed_bucket: str) -> None:
+    assert listed(f"s3://{listed_bucket}/zeta", f"s3://{listed_bucket}/a") == urls(listed_bucket, ["zeta", "a.txt"])
+
+
+def test_masks(listed_bucket: str) -> None:
+    assert listed(f"s3://{listed_bucket}/", masks="*.txt") == urls(listed_bucket, ["a.txt", "data2/4.txt"])
+    assert listed(f"s3://{listed_bucket}/", masks=["*.txt", "*/sub/*"]) == urls(
+        listed_bucket, ["a.txt", "data/sub/3.bin", "data2/4.txt"]
+    )
+
+
+def test_empty_result(listed_bucket: str) -> None:
+    assert listed(f"s3://{listed_bucket}/nothing-here/") == []
+
+
+def test_functional_form_and_length(listed_bucket: str) -> None:
+    pipe = IterableWrapper([f"s3://{listed_bucket}/data/"]).list_files_by_s3(length=3)
+    assert isinstance(pipe, S3FileLister)
+    assert len(pipe) == 3
+    with pytest.raises(TypeError, match="valid length"):
+        len(IterableWrapper([f"s3://{listed_bucket}/"]).list_files_by_s3())
+
+
+def test_more_than_one_page(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    keys = sorted(f"many/{i:05d}" for i in range(1100))
+    for key in keys:
+        boto_s3.put_object(Bucket=bucket, Key=key, Body=b"")
+    assert listed(f"s3://{bucket}/many/") == urls(bucket, keys)  # two pages of the server's 1000
+    assert listed(f"s3://{bucket}/many/", page_size=7) == urls(bucket, keys)
+
+
+ODD_KEYS = [
+    "odd/with space.txt",
+    "odd/plus+sign",
+    "odd/percent%20literal",
+    "odd/amp&ersand",
+    "odd/less<than>greater",
+    "odd/quote\"apos'",
+    "odd/ünïcødé/日本語.txt",
+    "odd/emoji-🚀",
+    "odd/question?hash#",
+    "odd/equals=semi;colon",
+]
+
+
+def test_odd_keys_round_trip(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    for key in ODD_KEYS:
+        boto_s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+    assert listed(f"s3://{bucket}/odd/") == urls(bucket, sorted(ODD_KEYS, key=lambda k: k.encode()))
+    assert listed(f"s3://{bucket}/odd/with space") == urls(bucket, ["odd/with space.txt"])
+
+
+def test_missing_bucket(s3_endpoint: str) -> None:
+    with pytest.raises(S3FileNotFoundError, match="s3://no-such-bucket/.*NoSuchBucket"):
+        listed("s3://no-such-bucket/")
+
+
+def test_malformed_input(s3_endpoint: str) -> None:
+    with pytest.raises(InvalidS3UrlError, match="'http://x/y'"):
+        listed("http://x/y")

@@ -1,0 +1,69 @@
+"""Starting and stopping a real S3-protocol server (moto's) for the tests, out of process, on loopback."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from typing import Optional
+
+
+def free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class MotoServer:
+    """``python -m moto.server`` on 127.0.0.1:<free port>; stopped by pid."""
+
+    def __init__(self, extra_env: Optional[dict[str, str]] = None) -> None:
+        self.port = free_loopback_port()
+        self.endpoint_url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ)
+        env.update(extra_env or {})
+        # The server logs every request; a file (not a pipe nobody drains) keeps it from ever blocking.
+        self.log = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        self._wait_until_ready(timeout_s=60)
+
+    def _wait_until_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"moto server exited early: {self.log_tail()}")
+            try:
+                urllib.request.urlopen(f"{self.endpoint_url}/moto-api/", timeout=1).close()
+                return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"moto server did not answer on {self.endpoint_url} within {timeout_s} s")
+
+    def log_tail(self, limit: int = 2000) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-limit:]
+
+    def reset(self) -> None:
+        request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")
+        urllib.request.urlopen(request, timeout=10).close()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.log.close()

@@ -1,0 +1,112 @@
+import pickle
+
+import pytest
+
+from torchdata_s3 import S3Config
+
+
+def test_defaults_without_environment() -> None:
+    config = S3Config.resolve(environ={})
+    assert config == S3Config()
+    assert config.region == "us-east-1"
+    assert config.endpoint_url is None
+    assert config.path_style is False
+    options = config.native_options()
+    assert (options["endpoint_scheme"], options["endpoint_host"], options["endpoint_port"]) == (
+        "https",
+        "s3.us-east-1.amazonaws.com",
+        0,
+    )
+    assert options["credentials"] == "default"
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({"AWS_ENDPOINT_URL_S3": "http://a:1", "AWS_ENDPOINT_URL": "http://b:2", "S3_ENDPOINT_URL": "http://c:3"}, "http://a:1"),
+        ({"AWS_ENDPOINT_URL": "http://b:2", "S3_ENDPOINT_URL": "http://c:3"}, "http://b:2"),
+        ({"S3_ENDPOINT_URL": "http://c:3"}, "http://c:3"),
+        ({"S3_ENDPOINT_URL": "localhost:9000"}, "https://localhost:9000"),
+        ({"S3_ENDPOINT_URL": "localhost:9000", "S3_USE_HTTPS": "0"}, "http://localhost:9000"),
+        ({"S3_ENDPOINT_URL": "localhost:9000", "S3_USE_HTTPS": "true"}, "https://localhost:9000"),
+    ],
+)
+def test_endpoint_precedence(environ: dict, expected: str) -> None:
+    config = S3Config.resolve(environ=environ)
+    assert config.endpoint_url == expected
+    assert config.path_style is True  # a custom endpoint implies path-style
+
+
+def test_explicit_beats_environment() -> None:
+    environ = {"AWS_REGION": "eu-west-1", "AWS_ENDPOINT_URL": "http://env:1", "AWS_PROFILE": "envprofile"}
+    config = S3Config.resolve(environ=environ, region="ap-south-1", endpoint_url="http://arg:2", profile="argprofile")
+    assert (config.region, config.endpoint_url, config.profile) == ("ap-south-1", "http://arg:2", "argprofile")
+
+
+def test_region_and_profile_from_environment() -> None:
+    assert S3Config.resolve(environ={"AWS_DEFAULT_REGION": "eu-central-1"}).region == "eu-central-1"
+    assert S3Config.resolve(environ={"AWS_REGION": "a-1", "AWS_DEFAULT_REGION": "b-2"}).region == "a-1"
+    config = S3Config.resolve(environ={"AWS_PROFILE": "research"})
+    assert config.profile == "research"
+    assert config.native_options()["credentials"] == "profile"
+
+
+def test_virtual_hosted_endpoint_can_be_forced() -> None:
+    config = S3Config.resolve(environ={}, endpoint_url="http://127.0.0.1:9000", force_path_style=False)
+    assert config.path_style is False
+
+
+def test_verify_ssl_from_environment() -> None:
+    assert S3Config.resolve(environ={"S3_VERIFY_SSL": "0"}).verify_ssl is False
+    with pytest.raises(ValueError, match="S3_VERIFY_SSL"):
+        S3Config.resolve(environ={"S3_VERIFY_SSL": "maybe"})
+
+
+def test_credentials_sources() -> None:
+    assert S3Config(anonymous=True).native_options()["credentials"] == "anonymous"
+    static = S3Config(access_key_id="AKIA", secret_access_key="secret")
+    assert static.native_options()["credentials"] == "static"
+    assert "secret" not in repr(static) and "AKIA" not in repr(static)
+    # Keys given explicitly win over AWS_PROFILE in the environment.
+    resolved = S3Config.resolve(environ={"AWS_PROFILE": "p"}, access_key_id="A", secret_access_key="S")
+    assert resolved.profile is None
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"region": ""}, "region"),
+        ({"endpoint_url": "ftp://x"}, "http:// or https://"),
+        ({"endpoint_url": "http://"}, "no host"),
+        ({"endpoint_url": "http://h:1/path"}, "no path"),
+        ({"endpoint_url": "http://h:99999"}, "invalid port"),
+        ({"part_size_bytes": 1000}, "part_size_bytes"),
+        ({"request_timeout_ms": 0}, "request_timeout_ms"),
+        ({"max_retries": -1}, "max_retries"),
+        ({"max_connections": 0}, "max_connections"),
+        ({"memory_limit_bytes": 1024}, "two parts"),
+        ({"access_key_id": "A"}, "together"),
+        ({"anonymous": True, "profile": "p"}, "anonymous"),
+        ({"throughput_target_gbps": 0}, "throughput"),
+    ],
+)
+def test_invalid_values_are_rejected(options: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        S3Config(**options)
+
+
+def test_unknown_option_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="part_size"):
+        S3Config.resolve(environ={}, part_size=5)
+
+
+def test_frozen_hashable_picklable() -> None:
+    config = S3Config(endpoint_url="http://127.0.0.1:1")
+    with pytest.raises(AttributeError):
+        config.region = "x"  # type: ignore[misc]
+    assert {config: 1}[pickle.loads(pickle.dumps(config))] == 1
+
+
+def test_ipv6_endpoint() -> None:
+    options = S3Config(endpoint_url="http://[::1]:9000").native_options()
+    assert (options["endpoint_host"], options["endpoint_port"]) == ("[::1]", 9000)

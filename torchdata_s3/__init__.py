@@ -1,0 +1,57 @@
+"""torchdata_s3: stream training data from Amazon S3 (and S3-compatible stores) into PyTorch.
+
+``S3FileLister`` and ``S3FileLoader`` are drop-in replacements for torchdata's S3 DataPipes (0.4-0.9),
+built on the AWS Common Runtime: the GIL is released while waiting, objects download as parallel ranged
+GETs, and objects are prefetched ahead of the reader. Importing this package registers the functional
+names ``list_files_by_s3`` and ``load_files_by_s3`` on torch's IterDataPipe.
+"""
+
+from __future__ import annotations
+
+try:
+    import torch  # noqa: F401  (the DataPipes build on torch.utils.data)
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "torchdata_s3 needs PyTorch. Install the torch build for your platform first, e.g. "
+        "`pip install torch` (see https://pytorch.org/get-started/), then import torchdata_s3 again."
+    ) from error
+
+from . import _core
+from ._functional import install as _install_functional_names
+from .client import ObjectSummary, S3Client
+from .config import S3Config
+from .errors import (
+    InvalidS3UrlError,
+    S3Error,
+    S3FileNotFoundError,
+    S3IntegrityError,
+    S3NetworkError,
+    S3PermissionError,
+    S3TimeoutError,
+    error_from_native,
+)
+from .lister import S3FileLister
+from .loader import S3FileLoader
+from .url import S3Url, parse_s3_url
+
+__version__ = _core.__version__
+
+__all__ = [
+    "InvalidS3UrlError",
+    "ObjectSummary",
+    "S3Client",
+    "S3Config",
+    "S3Error",
+    "S3FileLister",
+    "S3FileLoader",
+    "S3FileNotFoundError",
+    "S3IntegrityError",
+    "S3NetworkError",
+    "S3PermissionError",
+    "S3TimeoutError",
+    "S3Url",
+    "parse_s3_url",
+]
+
+_core.set_error_factory(error_from_native)
+_install_functional_names()

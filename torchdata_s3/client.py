@@ -1,0 +1,159 @@
+"""A picklable S3 client: configuration plus a native CRT client created lazily in each process.
+
+CRT threads do not survive ``fork()``: a native client made in a parent is never used (nor freed) in a child;
+the child makes its own on first use. DataLoader workers therefore work under fork, spawn and forkserver.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from collections.abc import Iterator
+from typing import Optional
+
+from . import _core
+from .config import S3Config
+from .url import S3Url, parse_s3_url
+
+__all__ = ["ObjectSummary", "S3Client"]
+
+# ObjectStream is a binary file object implemented natively; make isinstance(stream, io.IOBase) hold.
+io.BufferedIOBase.register(_core.ObjectStream)
+
+_native_clients: dict[S3Config, _core.S3Client] = {}
+_native_clients_pid = os.getpid()
+_native_clients_lock = threading.Lock()
+
+
+def _forget_native_clients() -> None:
+    # In a fork child: drop the inherited natives. Their destructors see another pid and leak them on purpose.
+    global _native_clients_pid
+    _native_clients.clear()
+    _native_clients_pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forget_native_clients)
+
+
+def native_client(config: S3Config) -> _core.S3Client:
+    """The process-wide native client for `config`: one connection pool per configuration and process."""
+    with _native_clients_lock:
+        if _native_clients_pid != os.getpid():  # forked without the at-fork hook (e.g. os.fork in C code)
+            _forget_native_clients()
+        client = _native_clients.get(config)
+        if client is None:
+            client = _core.S3Client(**config.native_options())
+            _native_clients[config] = client
+        return client
+
+
+class ObjectSummary(tuple):
+    """``(key, size, etag)`` of one listed object."""
+
+    __slots__ = ()
+
+    @property
+    def key(self) -> str:
+        return self[0]
+
+    @property
+    def size(self) -> int:
+        return self[1]
+
+    @property
+    def etag(self) -> str:
+        return self[2]
+
+
+class S3Client:
+    """Lists and opens S3 objects. Cheap to create and to pickle; the native client is shared per process.
+
+    Args:
+        config: the configuration [None: :meth:`S3Config.resolve` from the environment].
+    """
+
+    def __init__(self, config: Optional[S3Config] = None) -> None:
+        self.config = config if config is not None else S3Config.resolve()
+
+    def __repr__(self) -> str:
+        return f"S3Client({self.config!r})"
+
+    def list_objects(
+        self, url: str, *, delimiter: str = "", page_size: Optional[int] = None
+    ) -> Iterator[ObjectSummary]:
+        """Yields every object whose key starts with the URL's key, in S3's (lexicographic) order.
+
+        ``s3://bucket`` and ``s3://bucket/`` list the whole bucket; ``s3://bucket/fo`` lists ``fo*``.
+        Pages are fetched one at a time as iteration proceeds.
+
+        Raises:
+            InvalidS3UrlError, S3FileNotFoundError (no such bucket), S3PermissionError, S3NetworkError, ...
+        """
+        return self.list_location(parse_s3_url(url), delimiter=delimiter, page_size=page_size)
+
+    def list_location(
+        self, location: S3Url, *, delimiter: str = "", page_size: Optional[int] = None
+    ) -> Iterator[ObjectSummary]:
+        """:meth:`list_objects` for an already parsed URL."""
+        native = native_client(self.config)
+        token = ""
+        while True:
+            objects, _prefixes, next_token = native.list_objects_v2(
+                location.bucket,
+                prefix=location.key,
+                delimiter=delimiter,
+                continuation_token=token,
+                max_keys=page_size or 0,
+                timeout_ms=self.config.request_timeout_ms,
+            )
+            for entry in objects:
+                yield ObjectSummary(entry)
+            if next_token is None:
+                return
+            token = next_token
+
+    def open(
+        self,
+        url: str,
+        *,
+        byte_range: Optional[tuple[int, int]] = None,
+        window_bytes: Optional[int] = None,
+        part_size_bytes: Optional[int] = None,
+    ) -> _core.ObjectStream:
+        """Starts downloading one object and returns its stream at once (a binary file object).
+
+        Args:
+            url: ``s3://bucket/key`` of one object.
+            byte_range: ``(first, last)`` inclusive byte offsets to read only part of the object.
+            window_bytes: how far the download may run ahead of the reader [config.read_window_bytes].
+            part_size_bytes: size of each ranged GET [config.part_size_bytes].
+
+        Errors of the request surface on the first read (or ``.size``), not here.
+        """
+        location = parse_s3_url(url)
+        if location.is_prefix:
+            raise IsADirectoryError(f"{url!r} names a prefix, not an object; list it or drop the trailing '/'")
+        return self.open_location(location, byte_range=byte_range, window_bytes=window_bytes,
+                                  part_size_bytes=part_size_bytes)
+
+    def open_location(
+        self,
+        location: S3Url,
+        *,
+        byte_range: Optional[tuple[int, int]] = None,
+        window_bytes: Optional[int] = None,
+        part_size_bytes: Optional[int] = None,
+    ) -> _core.ObjectStream:
+        if byte_range is not None:
+            first, last = byte_range
+            if first < 0 or last < first:
+                raise ValueError(f"byte_range {byte_range!r} for {location} must be (first, last) with 0 <= first <= last")
+        return native_client(self.config).get_object(
+            location.bucket,
+            location.key,
+            byte_range=byte_range,
+            window_bytes=window_bytes or 0,
+            timeout_ms=self.config.request_timeout_ms,
+            part_size_bytes=part_size_bytes or 0,
+        )

@@ -1,0 +1,214 @@
+"""Client configuration: one frozen, validated object, resolved once from arguments and the environment."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional
+from urllib.parse import urlsplit
+
+__all__ = ["S3Config"]
+
+MiB = 1024 * 1024
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _env_flag(environ: Mapping[str, str], name: str) -> Optional[bool]:
+    value = environ.get(name)
+    if value is None or value.strip() == "":
+        return None
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ValueError(f"environment variable {name}={value!r} is not a boolean (use 1/0, true/false)")
+
+
+@dataclass(frozen=True)
+class S3Config:
+    """How to reach S3 and how hard to push it. Immutable and hashable; build one with :meth:`resolve`.
+
+    Attributes (defaults in brackets):
+        region: AWS region for signing and for the default AWS endpoint ["us-east-1"].
+        endpoint_url: ``http(s)://host[:port]`` of an S3-compatible endpoint [None: AWS,
+            ``https://s3.<region>.amazonaws.com``].
+        force_path_style: address buckets as ``/bucket/key`` instead of ``bucket.host/key``
+            [None: path style exactly when ``endpoint_url`` is set].
+        profile: named profile of the shared AWS config/credentials files [None].
+        anonymous: send unsigned requests (public buckets) [False].
+        access_key_id, secret_access_key, session_token: static credentials [None: the default chain:
+            environment, profile files, web identity, container, instance metadata].
+        verify_ssl: verify the server's TLS certificate [True].
+        ca_file: PEM file of extra trusted CAs [None: the system store].
+        part_size_bytes: size of each ranged GET of a large object [8 MiB].
+        throughput_target_gbps: what the CRT sizes its connection pool for [10.0].
+        max_connections: cap on connections per client [None: CRT's choice from the throughput target].
+        memory_limit_bytes: cap on the CRT's part buffers [None: CRT's choice, at least 1 GiB].
+        read_window_bytes: bytes one open object may buffer ahead of the reader [64 MiB].
+        request_timeout_ms: the longest wait for the next piece of a response before the request is
+            cancelled and :class:`~torchdata_s3.S3TimeoutError` raised [10000].
+        connect_timeout_ms: TCP/TLS connect timeout per attempt [3000].
+        max_retries: retries of a failed part (5xx, SlowDown, dropped connections) [5].
+    """
+
+    region: str = "us-east-1"
+    endpoint_url: Optional[str] = None
+    force_path_style: Optional[bool] = None
+    profile: Optional[str] = None
+    anonymous: bool = False
+    access_key_id: Optional[str] = field(default=None, repr=False)
+    secret_access_key: Optional[str] = field(default=None, repr=False)
+    session_token: Optional[str] = field(default=None, repr=False)
+    verify_ssl: bool = True
+    ca_file: Optional[str] = None
+    part_size_bytes: int = 8 * MiB
+    throughput_target_gbps: float = 10.0
+    max_connections: Optional[int] = None
+    memory_limit_bytes: Optional[int] = None
+    read_window_bytes: int = 64 * MiB
+    request_timeout_ms: int = 10_000
+    connect_timeout_ms: int = 3_000
+    max_retries: int = 5
+
+    def __post_init__(self) -> None:
+        if not self.region:
+            raise ValueError("region must not be empty")
+        if self.endpoint_url is not None:
+            _split_endpoint(self.endpoint_url)  # validates
+        if self.anonymous and (self.access_key_id or self.profile):
+            raise ValueError("anonymous=True cannot be combined with access keys or a profile")
+        if bool(self.access_key_id) != bool(self.secret_access_key):
+            raise ValueError("access_key_id and secret_access_key must be given together")
+        for name, low in (
+            ("part_size_bytes", 64 * 1024),
+            ("read_window_bytes", 1),
+            ("request_timeout_ms", 1),
+            ("connect_timeout_ms", 1),
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ValueError(f"max_retries must be an integer >= 0, got {self.max_retries!r}")
+        if self.max_connections is not None and (not isinstance(self.max_connections, int) or self.max_connections < 1):
+            raise ValueError(f"max_connections must be None or an integer >= 1, got {self.max_connections!r}")
+        if self.memory_limit_bytes is not None and self.memory_limit_bytes < 2 * self.part_size_bytes:
+            raise ValueError(
+                f"memory_limit_bytes ({self.memory_limit_bytes}) must hold at least two parts "
+                f"(2 * part_size_bytes = {2 * self.part_size_bytes})"
+            )
+        if not self.throughput_target_gbps > 0:
+            raise ValueError(f"throughput_target_gbps must be > 0, got {self.throughput_target_gbps!r}")
+
+    @classmethod
+    def resolve(cls, environ: Optional[Mapping[str, str]] = None, **explicit: Any) -> S3Config:
+        """Builds a config: explicit arguments (those not None) > environment > defaults.
+
+        Environment variables read:
+            ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, ``S3_ENDPOINT_URL`` (the original torchdata's; may
+            lack a scheme, then ``S3_USE_HTTPS`` picks it, default https), ``AWS_REGION``,
+            ``AWS_DEFAULT_REGION``, ``AWS_PROFILE``, ``S3_VERIFY_SSL``. Credentials in ``AWS_ACCESS_KEY_ID``
+            etc. are read by the CRT's default provider chain, not here, so they are never copied around.
+
+        Raises:
+            TypeError: an unknown option name.
+            ValueError: an invalid value, in an argument or in the environment.
+        """
+        env = os.environ if environ is None else environ
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(explicit) - known)
+        if unknown:
+            raise TypeError(f"unknown S3 option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        values = {name: value for name, value in explicit.items() if value is not None}
+
+        if "region" not in values:
+            region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+            if region:
+                values["region"] = region
+        if "endpoint_url" not in values:
+            endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or env.get("S3_ENDPOINT_URL")
+            if endpoint:
+                if "://" not in endpoint:
+                    use_https = _env_flag(env, "S3_USE_HTTPS")
+                    endpoint = ("http://" if use_https is False else "https://") + endpoint
+                values["endpoint_url"] = endpoint
+        if "profile" not in values and not values.get("anonymous") and not values.get("access_key_id"):
+            profile = env.get("AWS_PROFILE")
+            if profile:
+                values["profile"] = profile
+        if "verify_ssl" not in values:
+            verify = _env_flag(env, "S3_VERIFY_SSL")
+            if verify is not None:
+                values["verify_ssl"] = verify
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> S3Config:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def path_style(self) -> bool:
+        if self.force_path_style is not None:
+            return self.force_path_style
+        return self.endpoint_url is not None
+
+    def native_options(self) -> dict[str, Any]:
+        """Keyword arguments for the native client (``torchdata_s3._core.S3Client``)."""
+        if self.endpoint_url is None:
+            scheme, host, port = "https", f"s3.{self.region}.amazonaws.com", 0
+        else:
+            scheme, host, port = _split_endpoint(self.endpoint_url)
+        if self.anonymous:
+            credentials = "anonymous"
+        elif self.access_key_id:
+            credentials = "static"
+        elif self.profile:
+            credentials = "profile"
+        else:
+            credentials = "default"
+        return {
+            "region": self.region,
+            "endpoint_scheme": scheme,
+            "endpoint_host": host,
+            "endpoint_port": port,
+            "path_style": self.path_style,
+            "credentials": credentials,
+            "profile_name": self.profile or "",
+            "access_key_id": self.access_key_id or "",
+            "secret_access_key": self.secret_access_key or "",
+            "session_token": self.session_token or "",
+            "part_size_bytes": self.part_size_bytes,
+            "throughput_target_gbps": float(self.throughput_target_gbps),
+            "max_connections": self.max_connections or 0,
+            "memory_limit_bytes": self.memory_limit_bytes or 0,
+            "read_window_bytes": self.read_window_bytes,
+            "connect_timeout_ms": self.connect_timeout_ms,
+            # A connection that moves no byte for this long is dropped and the part retried.
+            "stall_timeout_s": max(1, -(-self.request_timeout_ms // 1000)),
+            "max_retries": self.max_retries,
+            "verify_tls": self.verify_ssl,
+            "ca_file": self.ca_file or "",
+        }
+
+
+def _split_endpoint(endpoint_url: str) -> tuple[str, str, int]:
+    parts = urlsplit(endpoint_url)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"endpoint_url {endpoint_url!r} must start with http:// or https://")
+    if not parts.hostname:
+        raise ValueError(f"endpoint_url {endpoint_url!r} has no host")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ValueError(f"endpoint_url {endpoint_url!r} must be scheme://host[:port] with no path or query")
+    try:
+        port = parts.port or 0
+    except ValueError as error:
+        raise ValueError(f"endpoint_url {endpoint_url!r} has an invalid port") from error
+    host = parts.hostname
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    return parts.scheme, host, port

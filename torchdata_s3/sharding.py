@@ -1,0 +1,56 @@
+"""Taking part in torch's DataPipe sharding protocol (DataLoader workers, torch.distributed ranks)."""
+
+from __future__ import annotations
+
+from torch.utils.data.datapipes.datapipe import IterDataPipe
+from torch.utils.data.datapipes.iter.sharding import SHARDING_PRIORITIES
+from torch.utils.data.graph import traverse_dps
+from torch.utils.data.graph_settings import _is_sharding_datapipe
+
+
+class ShardSpec:
+    """Which share of a stream this instance takes: item i belongs to it iff i % count == index.
+
+    torch applies sharding per group (DISTRIBUTED ranks, MULTIPROCESSING workers) or once in the DEFAULT
+    group with the combined numbers (what DataLoader does). Groups combine like digits of a mixed-radix
+    number, higher priority values being the less significant digits, as torch's own sharding_filter does.
+    """
+
+    def __init__(self) -> None:
+        self.groups: dict[SHARDING_PRIORITIES, tuple[int, int]] = {}
+        self.count = 1
+        self.index = 0
+
+    def apply(self, count: int, index: int, group: SHARDING_PRIORITIES) -> None:
+        if not 0 <= index < count:
+            raise ValueError(f"shard index {index} is outside 0..{count - 1}")
+        default = SHARDING_PRIORITIES.DEFAULT
+        if (group == default and any(g != default for g in self.groups)) or (
+            group != default and default in self.groups
+        ):
+            raise RuntimeError("sharding cannot mix the DEFAULT group with DISTRIBUTED/MULTIPROCESSING groups")
+        self.groups[group] = (count, index)
+        self.count, self.index = 1, 0
+        for priority in sorted(self.groups):
+            group_count, group_index = self.groups[priority]
+            self.index = self.index * group_count + group_index
+            self.count *= group_count
+
+    def owns(self, position: int) -> bool:
+        return position % self.count == self.index
+
+
+def has_sharding_upstream(datapipe: IterDataPipe) -> bool:
+    """True if `datapipe` or anything feeding it already shards (e.g. a ``sharding_filter()``)."""
+    seen: set[int] = set()
+
+    def visit(graph: dict) -> bool:
+        for node_id, (node, children) in graph.items():
+            if node_id in seen:
+                continue
+            seen.add(node_id)
+            if _is_sharding_datapipe(node) or visit(children):
+                return True
+        return False
+
+    return visit(traverse_dps(datapipe))
