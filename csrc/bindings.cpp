@@ -25,10 +25,14 @@ PyObject* g_error_factory = nullptr;  // strong reference, deliberately never re
 
 const char* kind_name(RequestFailure::Kind kind) {
     switch (kind) {
-        case RequestFailure::Kind::crt: return "crt";
-        case RequestFailure::Kind::timed_out: return "timed_out";
-        case RequestFailure::Kind::short_body: return "short_body";
-        case RequestFailure::Kind::out_of_order: return "out_of_order";
+        case RequestFailure::Kind::crt:
+            return "crt";
+        case RequestFailure::Kind::timed_out:
+            return "timed_out";
+        case RequestFailure::Kind::short_body:
+            return "short_body";
+        case RequestFailure::Kind::out_of_order:
+            return "out_of_order";
     }
     return "crt";
 }
@@ -321,8 +325,8 @@ PYBIND11_MODULE(_core, m) {
           "Sends the CRT's own log lines at `level` and above to stderr (process-wide).");
     m.def(
         "parse_list_objects_v2",
-        [](const py::bytes& document) { return page_to_python(parse_list_objects_v2(document)); },
-        py::arg("document"), "Parses a ListObjectsV2 XML document (for tests and fuzzing).");
+        [](const py::bytes& document) { return page_to_python(parse_list_objects_v2(document)); }, py::arg("document"),
+        "Parses a ListObjectsV2 XML document (for tests and fuzzing).");
     m.def("encode_path", &S3Client::encode_path, py::arg("key"), "URI-encodes an object key as a path, CRT rules.");
 
     py::class_<Buffer>(m, "Buffer", py::buffer_protocol(), "Bytes owned by the native core, readable without copying.")
@@ -340,8 +344,10 @@ PYBIND11_MODULE(_core, m) {
         .def("read", &PyObjectStream::read, py::arg("size") = -1)
         .def("read1", &PyObjectStream::read1, py::arg("size") = -1)
         .def("readall", [](PyObjectStream& s) { return s.read(-1); })
-        .def("readinto", [](PyObjectStream& s, const py::buffer& b) { return s.readinto(b, false); }, py::arg("buffer"))
-        .def("readinto1", [](PyObjectStream& s, const py::buffer& b) { return s.readinto(b, true); }, py::arg("buffer"))
+        .def(
+            "readinto", [](PyObjectStream& s, const py::buffer& b) { return s.readinto(b, false); }, py::arg("buffer"))
+        .def(
+            "readinto1", [](PyObjectStream& s, const py::buffer& b) { return s.readinto(b, true); }, py::arg("buffer"))
         .def("readline", &PyObjectStream::readline, py::arg("size") = -1)
         .def("readlines", &PyObjectStream::readlines, py::arg("hint") = -1)
         .def("read_chunk", &PyObjectStream::read_chunk,
@@ -365,50 +371,50 @@ PYBIND11_MODULE(_core, m) {
         .def("__repr__", [](const PyObjectStream& s) { return "<torchdata_s3 ObjectStream " + s.name() + ">"; });
 
     py::class_<S3Client, std::shared_ptr<S3Client>>(m, "S3Client", "One CRT S3 client (connection pool, threads).")
-        .def(py::init([](const std::string& region, const std::string& endpoint_scheme,
-                         const std::string& endpoint_host, uint16_t endpoint_port, bool path_style,
-                         const std::string& credentials, const std::string& profile_name,
-                         const std::string& access_key_id, const std::string& secret_access_key,
-                         const std::string& session_token, uint64_t part_size_bytes, double throughput_target_gbps,
-                         uint32_t max_connections, uint64_t memory_limit_bytes, uint64_t read_window_bytes,
-                         uint32_t connect_timeout_ms, uint32_t stall_timeout_s, uint32_t max_retries,
-                         bool verify_tls, const std::string& ca_file) {
-                 ClientOptions o;
-                 o.region = region;
-                 o.endpoint_scheme = endpoint_scheme;
-                 o.endpoint_host = endpoint_host;
-                 o.endpoint_port = endpoint_port;
-                 o.path_style = path_style;
-                 o.credentials = credentials_source_from(credentials);
-                 o.profile_name = profile_name;
-                 o.access_key_id = access_key_id;
-                 o.secret_access_key = secret_access_key;
-                 o.session_token = session_token;
-                 o.part_size_bytes = part_size_bytes;
-                 o.throughput_target_gbps = throughput_target_gbps;
-                 o.max_connections = max_connections;
-                 o.memory_limit_bytes = memory_limit_bytes;
-                 o.read_window_bytes = read_window_bytes;
-                 o.connect_timeout_ms = connect_timeout_ms;
-                 o.stall_timeout_s = stall_timeout_s;
-                 o.max_retries = max_retries;
-                 o.verify_tls = verify_tls;
-                 o.ca_file = ca_file;
-                 return make_client(std::move(o));
-             }),
-             py::kw_only(), py::arg("region"), py::arg("endpoint_scheme"), py::arg("endpoint_host"),
-             py::arg("endpoint_port"), py::arg("path_style"), py::arg("credentials"), py::arg("profile_name"),
-             py::arg("access_key_id"), py::arg("secret_access_key"), py::arg("session_token"),
-             py::arg("part_size_bytes"), py::arg("throughput_target_gbps"), py::arg("max_connections"),
-             py::arg("memory_limit_bytes"), py::arg("read_window_bytes"), py::arg("connect_timeout_ms"),
-             py::arg("stall_timeout_s"), py::arg("max_retries"), py::arg("verify_tls"), py::arg("ca_file"))
+        .def(
+            py::init([](const std::string& region, const std::string& endpoint_scheme, const std::string& endpoint_host,
+                        uint16_t endpoint_port, bool path_style, const std::string& credentials,
+                        const std::string& profile_name, const std::string& access_key_id,
+                        const std::string& secret_access_key, const std::string& session_token,
+                        uint64_t part_size_bytes, double throughput_target_gbps, uint32_t max_connections,
+                        uint64_t memory_limit_bytes, uint64_t read_window_bytes, uint32_t connect_timeout_ms,
+                        uint32_t stall_timeout_s, uint32_t max_retries, bool verify_tls, const std::string& ca_file) {
+                ClientOptions o;
+                o.region = region;
+                o.endpoint_scheme = endpoint_scheme;
+                o.endpoint_host = endpoint_host;
+                o.endpoint_port = endpoint_port;
+                o.path_style = path_style;
+                o.credentials = credentials_source_from(credentials);
+                o.profile_name = profile_name;
+                o.access_key_id = access_key_id;
+                o.secret_access_key = secret_access_key;
+                o.session_token = session_token;
+                o.part_size_bytes = part_size_bytes;
+                o.throughput_target_gbps = throughput_target_gbps;
+                o.max_connections = max_connections;
+                o.memory_limit_bytes = memory_limit_bytes;
+                o.read_window_bytes = read_window_bytes;
+                o.connect_timeout_ms = connect_timeout_ms;
+                o.stall_timeout_s = stall_timeout_s;
+                o.max_retries = max_retries;
+                o.verify_tls = verify_tls;
+                o.ca_file = ca_file;
+                return make_client(std::move(o));
+            }),
+            py::kw_only(), py::arg("region"), py::arg("endpoint_scheme"), py::arg("endpoint_host"),
+            py::arg("endpoint_port"), py::arg("path_style"), py::arg("credentials"), py::arg("profile_name"),
+            py::arg("access_key_id"), py::arg("secret_access_key"), py::arg("session_token"),
+            py::arg("part_size_bytes"), py::arg("throughput_target_gbps"), py::arg("max_connections"),
+            py::arg("memory_limit_bytes"), py::arg("read_window_bytes"), py::arg("connect_timeout_ms"),
+            py::arg("stall_timeout_s"), py::arg("max_retries"), py::arg("verify_tls"), py::arg("ca_file"))
         .def(
             "list_objects_v2",
             [](S3Client& client, const std::string& bucket, const std::string& prefix, const std::string& delimiter,
                const std::string& continuation_token, const std::string& start_after, uint32_t max_keys,
                uint32_t timeout_ms) {
-                ListObjectsRequest request{bucket, prefix, delimiter, continuation_token, start_after, max_keys,
-                                           timeout_ms};
+                ListObjectsRequest request{bucket,      prefix,   delimiter, continuation_token,
+                                           start_after, max_keys, timeout_ms};
                 ListObjectsPage page;
                 {
                     py::gil_scoped_release release;

@@ -9,7 +9,7 @@
 namespace torchdata_s3 {
 
 struct BodyRequest {
-    std::string operation;       // e.g. "ListObjectsV2"
+    std::string operation;  // e.g. "ListObjectsV2"
     std::string bucket;
     std::string key;             // for error messages; may be a prefix
     std::string encoded_suffix;  // path/query after the bucket, already URI-encoded

@@ -97,10 +97,10 @@ int on_body(aws_s3_meta_request*, const aws_byte_cursor* body, uint64_t range_st
     std::lock_guard<std::mutex> lock(shared->mutex);
     if (shared->failed) return aws_raise_error(AWS_ERROR_S3_CANCELED);
     if (range_start != shared->next_body_offset) {
-        shared->fail_locked(shared->make_failure(
-            RequestFailure::Kind::out_of_order, "body data for offset " + std::to_string(range_start) +
-                                                    " arrived where offset " +
-                                                    std::to_string(shared->next_body_offset) + " was expected"));
+        shared->fail_locked(shared->make_failure(RequestFailure::Kind::out_of_order,
+                                                 "body data for offset " + std::to_string(range_start) +
+                                                     " arrived where offset " +
+                                                     std::to_string(shared->next_body_offset) + " was expected"));
         return aws_raise_error(AWS_ERROR_S3_CANCELED);
     }
     shared->next_body_offset += body->len;
@@ -122,9 +122,9 @@ void on_finish(aws_s3_meta_request*, const aws_s3_meta_request_result* result, v
     if (result->error_code != AWS_ERROR_SUCCESS) {
         shared->fail_locked(RequestFailure::from_result(*result, "GetObject", shared->bucket, shared->key));
     } else if (shared->headers_received && shared->received_bytes != shared->expected_bytes) {
-        shared->fail_locked(shared->make_failure(
-            RequestFailure::Kind::short_body, "the body ended after " + std::to_string(shared->received_bytes) +
-                                                  " of " + std::to_string(shared->expected_bytes) + " bytes"));
+        shared->fail_locked(shared->make_failure(RequestFailure::Kind::short_body,
+                                                 "the body ended after " + std::to_string(shared->received_bytes) +
+                                                     " of " + std::to_string(shared->expected_bytes) + " bytes"));
     } else if (!shared->headers_received) {
         // An empty object: the CRT answers it without a headers callback and without body data.
         shared->expected_bytes = shared->received_bytes;
@@ -138,7 +138,9 @@ void on_shutdown(void* user_data) { delete static_cast<std::shared_ptr<ObjectStr
 }  // namespace
 
 ObjectStream::ObjectStream(std::shared_ptr<S3Client> client, GetObjectRequest request)
-    : client_(std::move(client)), request_(std::move(request)), creator_pid_(getpid()),
+    : client_(std::move(client)),
+      request_(std::move(request)),
+      creator_pid_(getpid()),
       shared_(std::make_shared<Shared>()) {
     shared_->bucket = request_.bucket;
     shared_->key = request_.key;
@@ -261,10 +263,9 @@ void ObjectStream::wait_locked(std::unique_lock<std::mutex>& lock, Ready ready, 
     if (request_.timeout_ms == 0) {
         shared_->changed.wait(lock, ready);
     } else if (!shared_->changed.wait_for(lock, std::chrono::milliseconds(request_.timeout_ms), ready)) {
-        shared_->fail_locked(shared_->make_failure(RequestFailure::Kind::timed_out,
-                                                   std::string("no ") + waiting_for + " within " +
-                                                       std::to_string(request_.timeout_ms) +
-                                                       " ms (request_timeout_ms)"));
+        shared_->fail_locked(shared_->make_failure(
+            RequestFailure::Kind::timed_out, std::string("no ") + waiting_for + " within " +
+                                                 std::to_string(request_.timeout_ms) + " ms (request_timeout_ms)"));
         lock.unlock();
         aws_s3_meta_request_cancel(meta_request_);
         lock.lock();
@@ -288,7 +289,11 @@ uint64_t ObjectStream::wait_for_size() {
 }
 
 ObjectStream::Chunk ObjectStream::take_chunk() {
-    if (!wait_for_data()) return Chunk();
+    const uint8_t* data;
+    size_t available;
+    while (!try_peek(&data, &available)) {
+        if (!wait_for_data()) return Chunk();  // the end of the object, verified complete
+    }
     const size_t chunk_size = current_.size;
     Chunk taken;
     if (current_offset_ == 0) {

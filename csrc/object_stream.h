@@ -74,7 +74,6 @@ public:
     Chunk take_chunk();
 
 private:
-
     ObjectStream(std::shared_ptr<S3Client> client, GetObjectRequest request);
     bool advance();  // moves the next queued chunk into `current_`; false if none is queued
     // Waits (with the request's timeout) until `ready` holds; on timeout fails the stream and cancels it.

@@ -25,10 +25,10 @@ struct RequestFailure : std::exception {
     int http_status = 0;            // 0 when no HTTP answer was received
     std::string s3_error_code;      // from the S3 error document, e.g. "NoSuchKey"
     std::string s3_error_message;
-    std::string operation;          // "GetObject", "ListObjectsV2", ...
+    std::string operation;  // "GetObject", "ListObjectsV2", ...
     std::string bucket;
     std::string key;
-    std::string detail;             // our own explanation for the non-CRT kinds
+    std::string detail;  // our own explanation for the non-CRT kinds
 
     const char* what() const noexcept override;
 

@@ -17,8 +17,8 @@ namespace torchdata_s3 {
 namespace {
 
 [[noreturn]] void throw_crt_error(const std::string& what) {
-    throw std::runtime_error(what + ": " + aws_error_name(aws_last_error()) + " (" +
-                             aws_error_str(aws_last_error()) + ")");
+    throw std::runtime_error(what + ": " + aws_error_name(aws_last_error()) + " (" + aws_error_str(aws_last_error()) +
+                             ")");
 }
 
 aws_byte_cursor cursor_of(const std::string& s) { return aws_byte_cursor_from_array(s.data(), s.size()); }
@@ -126,9 +126,8 @@ S3Client::S3Client(ClientOptions options)
         aws_tls_ctx_options tls_options;
         aws_tls_ctx_options_init_default_client(&tls_options, alloc);
         aws_tls_ctx_options_set_verify_peer(&tls_options, options_.verify_tls);
-        if (!options_.ca_file.empty() &&
-            aws_tls_ctx_options_override_default_trust_store_from_path(&tls_options, nullptr,
-                                                                        options_.ca_file.c_str()) != AWS_OP_SUCCESS) {
+        if (!options_.ca_file.empty() && aws_tls_ctx_options_override_default_trust_store_from_path(
+                                             &tls_options, nullptr, options_.ca_file.c_str()) != AWS_OP_SUCCESS) {
             aws_tls_ctx_options_clean_up(&tls_options);
             throw_crt_error("loading the CA file " + options_.ca_file);
         }
@@ -200,7 +199,9 @@ aws_http_message* S3Client::new_get_message(const std::string& bucket, const std
     return message;
 }
 
-std::string S3Client::encode_path(const std::string& key) { return append_encoded(key, aws_byte_buf_append_encoding_uri_path); }
+std::string S3Client::encode_path(const std::string& key) {
+    return append_encoded(key, aws_byte_buf_append_encoding_uri_path);
+}
 
 std::string S3Client::encode_query_value(const std::string& value) {
     return append_encoded(value, aws_byte_buf_append_encoding_uri_param);

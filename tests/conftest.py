@@ -33,7 +33,9 @@ _SCRUBBED = [
 
 
 @pytest.fixture(autouse=True)
-def isolated_aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+def isolated_aws_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     for name in _SCRUBBED:
         monkeypatch.delenv(name, raising=False)
     empty = tmp_path_factory.mktemp("aws-config")
@@ -55,7 +57,7 @@ def moto_server() -> Iterator[MotoServer]:
 
 @pytest.fixture
 def s3_endpoint(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The endpoint URL of a freshly reset server, also exported as AWS_ENDPOINT_URL for the code under test."""
+    """The URL of a freshly reset server, also exported as AWS_ENDPOINT_URL for the code under test."""
     moto_server.reset()
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server.endpoint_url)
     monkeypatch.setenv("AWS_REGION", "us-east-1")

@@ -28,7 +28,7 @@ class MotoServer:
         env = dict(os.environ)
         env.update(extra_env or {})
         # The server logs every request; a file (not a pipe nobody drains) keeps it from ever blocking.
-        self.log = tempfile.TemporaryFile()
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115  (closed in stop())
         self.process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=self.log,

@@ -32,7 +32,11 @@ def _guarded_register(original):  # type: ignore[no-untyped-def]
         if ours is not None and cls_to_register is not ours:
             return None  # keep torchdata_s3's DataPipe under this name
         fallback = FALLBACK_NAMES.get(function_name)
-        if fallback is not None and cls_to_register is not fallback and _registered_class(function_name) is fallback:
+        if (
+            fallback is not None
+            and cls_to_register is not fallback
+            and _registered_class(function_name) is fallback
+        ):
             IterDataPipe.functions.pop(function_name)  # the real owner arrived: make way
         return original(function_name, cls_to_register, enable_df_api_tracing)
 

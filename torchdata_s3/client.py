@@ -133,9 +133,12 @@ class S3Client:
         """
         location = parse_s3_url(url)
         if location.is_prefix:
-            raise IsADirectoryError(f"{url!r} names a prefix, not an object; list it or drop the trailing '/'")
-        return self.open_location(location, byte_range=byte_range, window_bytes=window_bytes,
-                                  part_size_bytes=part_size_bytes)
+            raise IsADirectoryError(
+                f"{url!r} names a prefix, not an object; list it or drop the trailing '/'"
+            )
+        return self.open_location(
+            location, byte_range=byte_range, window_bytes=window_bytes, part_size_bytes=part_size_bytes
+        )
 
     def open_location(
         self,
@@ -148,7 +151,9 @@ class S3Client:
         if byte_range is not None:
             first, last = byte_range
             if first < 0 or last < first:
-                raise ValueError(f"byte_range {byte_range!r} for {location} must be (first, last) with 0 <= first <= last")
+                raise ValueError(
+                    f"byte_range {byte_range!r} for {location} must be (first, last) with 0 <= first <= last"
+                )
         return native_client(self.config).get_object(
             location.bucket,
             location.key,

@@ -95,7 +95,9 @@ class S3Config:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         if not isinstance(self.max_retries, int) or self.max_retries < 0:
             raise ValueError(f"max_retries must be an integer >= 0, got {self.max_retries!r}")
-        if self.max_connections is not None and (not isinstance(self.max_connections, int) or self.max_connections < 1):
+        if self.max_connections is not None and (
+            not isinstance(self.max_connections, int) or self.max_connections < 1
+        ):
             raise ValueError(f"max_connections must be None or an integer >= 1, got {self.max_connections!r}")
         if self.memory_limit_bytes is not None and self.memory_limit_bytes < 2 * self.part_size_bytes:
             raise ValueError(
@@ -131,7 +133,9 @@ class S3Config:
             if region:
                 values["region"] = region
         if "endpoint_url" not in values:
-            endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or env.get("S3_ENDPOINT_URL")
+            endpoint = (
+                env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or env.get("S3_ENDPOINT_URL")
+            )
             if endpoint:
                 if "://" not in endpoint:
                     use_https = _env_flag(env, "S3_USE_HTTPS")

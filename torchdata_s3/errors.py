@@ -27,7 +27,7 @@ DataLoader worker processes intact. Messages name the URL and never contain cred
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 __all__ = [
     "InvalidS3UrlError",
@@ -131,22 +131,31 @@ def _classify(info: dict) -> tuple[type, str]:
     status = info["http_status"]
     crt = info["crt_error_name"]
     if kind == "timed_out":
-        return S3TimeoutError, "the endpoint stopped answering; raise request_timeout_ms or check the endpoint"
+        return (
+            S3TimeoutError,
+            "the endpoint stopped answering; raise request_timeout_ms or check the endpoint",
+        )
     if kind in ("short_body", "out_of_order") or crt == "AWS_ERROR_S3_OBJECT_MODIFIED":
         return S3IntegrityError, "the object was not received intact; it may have been overwritten while read"
     if code in _NOT_FOUND_CODES or status == 404:
         return S3FileNotFoundError, "check the bucket name and the key"
     if code in _PERMISSION_CODES or status == 403 or crt.startswith("AWS_AUTH_"):
         return S3PermissionError, (
-            "check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or anonymous=True for "
-            "public buckets) and the bucket policy"
+            "check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+            "or anonymous=True for public buckets) and the bucket policy"
         )
     if status == 0 and crt.startswith(_NETWORK_PREFIXES):
         if "TIMEOUT" in crt:
-            return S3TimeoutError, "the endpoint did not answer in time; check the endpoint URL and the network"
+            return (
+                S3TimeoutError,
+                "the endpoint did not answer in time; check the endpoint URL and the network",
+            )
         return S3NetworkError, "check the endpoint URL, the network and proxy settings"
     if code == "SlowDown" or crt == "AWS_ERROR_S3_SLOW_DOWN":
-        return S3Error, "S3 is throttling requests even after retries; spread keys across prefixes or slow down"
+        return (
+            S3Error,
+            "S3 is throttling requests even after retries; spread keys across prefixes or slow down",
+        )
     return S3Error, ""
 
 
@@ -173,5 +182,3 @@ def error_from_native(info: dict) -> S3Error:
         s3_error_code=info["s3_error_code"],
         crt_error=info["crt_error_name"],
     )
-
-

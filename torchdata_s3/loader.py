@@ -67,8 +67,10 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
         S3IntegrityError, S3Error.
     """
 
-    def __new__(cls, source_datapipe: IterDataPipe[str], *args: Any, **kwargs: Any) -> S3FileLoader:
-        if cls is S3FileLoader and not has_sharding_upstream(source_datapipe):
+    def __new__(cls, *args: Any, **kwargs: Any) -> S3FileLoader:
+        # Unpickling calls __new__ with no arguments and then restores the state of the class it recorded.
+        source = args[0] if args else kwargs.get("source_datapipe")
+        if cls is S3FileLoader and source is not None and not has_sharding_upstream(source):
             cls = _ShardingS3FileLoader
         return super().__new__(cls)
 

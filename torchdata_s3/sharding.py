@@ -28,7 +28,9 @@ class ShardSpec:
         if (group == default and any(g != default for g in self.groups)) or (
             group != default and default in self.groups
         ):
-            raise RuntimeError("sharding cannot mix the DEFAULT group with DISTRIBUTED/MULTIPROCESSING groups")
+            raise RuntimeError(
+                "sharding cannot mix the DEFAULT group with DISTRIBUTED/MULTIPROCESSING groups"
+            )
         self.groups[group] = (count, index)
         self.count, self.index = 1, 0
         for priority in sorted(self.groups):

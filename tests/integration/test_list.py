@@ -34,7 +34,9 @@ def test_bucket_lists_everything(listed_bucket: str, suffix: str) -> None:
 
 
 def test_folder_with_slash_is_recursive(listed_bucket: str) -> None:
-    assert listed(f"s3://{listed_bucket}/data/") == urls(listed_bucket, ["data/1.bin", "data/2.bin", "data/sub/3.bin"])
+    assert listed(f"s3://{listed_bucket}/data/") == urls(
+        listed_bucket, ["data/1.bin", "data/2.bin", "data/sub/3.bin"]
+    )
 
 
 def test_folder_without_slash_and_partial_names_are_prefixes(listed_bucket: str) -> None:
@@ -48,7 +50,9 @@ def test_full_key(listed_bucket: str) -> None:
 
 
 def test_several_inputs_in_order(listed_bucket: str) -> None:
-    assert listed(f"s3://{listed_bucket}/zeta", f"s3://{listed_bucket}/a") == urls(listed_bucket, ["zeta", "a.txt"])
+    assert listed(f"s3://{listed_bucket}/zeta", f"s3://{listed_bucket}/a") == urls(
+        listed_bucket, ["zeta", "a.txt"]
+    )
 
 
 def test_masks(listed_bucket: str) -> None:
@@ -100,7 +104,7 @@ def test_odd_keys_round_trip(boto_s3, bucket: str) -> None:  # type: ignore[no-u
 
 
 def test_missing_bucket(s3_endpoint: str) -> None:
-    with pytest.raises(S3FileNotFoundError, match="s3://no-such-bucket/.*NoSuchBucket"):
+    with pytest.raises(S3FileNotFoundError, match=r"s3://no-such-bucket/.*NoSuchBucket"):
         listed("s3://no-such-bucket/")
 
 

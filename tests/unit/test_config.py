@@ -23,7 +23,14 @@ def test_defaults_without_environment() -> None:
 @pytest.mark.parametrize(
     ("environ", "expected"),
     [
-        ({"AWS_ENDPOINT_URL_S3": "http://a:1", "AWS_ENDPOINT_URL": "http://b:2", "S3_ENDPOINT_URL": "http://c:3"}, "http://a:1"),
+        (
+            {
+                "AWS_ENDPOINT_URL_S3": "http://a:1",
+                "AWS_ENDPOINT_URL": "http://b:2",
+                "S3_ENDPOINT_URL": "http://c:3",
+            },
+            "http://a:1",
+        ),
         ({"AWS_ENDPOINT_URL": "http://b:2", "S3_ENDPOINT_URL": "http://c:3"}, "http://b:2"),
         ({"S3_ENDPOINT_URL": "http://c:3"}, "http://c:3"),
         ({"S3_ENDPOINT_URL": "localhost:9000"}, "https://localhost:9000"),
@@ -39,8 +46,14 @@ def test_endpoint_precedence(environ: dict, expected: str) -> None:
 
 def test_explicit_beats_environment() -> None:
     environ = {"AWS_REGION": "eu-west-1", "AWS_ENDPOINT_URL": "http://env:1", "AWS_PROFILE": "envprofile"}
-    config = S3Config.resolve(environ=environ, region="ap-south-1", endpoint_url="http://arg:2", profile="argprofile")
-    assert (config.region, config.endpoint_url, config.profile) == ("ap-south-1", "http://arg:2", "argprofile")
+    config = S3Config.resolve(
+        environ=environ, region="ap-south-1", endpoint_url="http://arg:2", profile="argprofile"
+    )
+    assert (config.region, config.endpoint_url, config.profile) == (
+        "ap-south-1",
+        "http://arg:2",
+        "argprofile",
+    )
 
 
 def test_region_and_profile_from_environment() -> None:

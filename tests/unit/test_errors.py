@@ -60,7 +60,9 @@ def test_classification(fields: dict, expected: type, builtin: type) -> None:
 
 def test_message_names_code_status_and_remedy() -> None:
     error = error_from_native(
-        native_info(http_status=404, s3_error_code="NoSuchKey", s3_error_message="The specified key does not exist.")
+        native_info(
+            http_status=404, s3_error_code="NoSuchKey", s3_error_message="The specified key does not exist."
+        )
     )
     assert str(error) == (
         "GetObject s3://bkt/dir/file.bin failed: NoSuchKey (HTTP 404) - The specified key does not exist. "
@@ -81,7 +83,9 @@ def test_errors_pickle_with_their_attributes() -> None:
     )
 
 
-@pytest.mark.parametrize("cls", [S3Error, S3FileNotFoundError, S3PermissionError, S3NetworkError, S3TimeoutError])
+@pytest.mark.parametrize(
+    "cls", [S3Error, S3FileNotFoundError, S3PermissionError, S3NetworkError, S3TimeoutError]
+)
 def test_constructible_from_a_message_alone(cls: type) -> None:
     # DataLoader re-raises worker exceptions as exc_type(message).
     assert str(cls("worker said so")) == "worker said so"

@@ -23,7 +23,13 @@ def test_parses_bucket_and_raw_key(url: str, bucket: str, key: str) -> None:
 
 @pytest.mark.parametrize(
     ("url", "is_prefix"),
-    [("s3://b/", True), ("s3://b", True), ("s3://b/dir/", True), ("s3://b/dir", False), ("s3://b/f.txt", False)],
+    [
+        ("s3://b/", True),
+        ("s3://b", True),
+        ("s3://b/dir/", True),
+        ("s3://b/dir", False),
+        ("s3://b/f.txt", False),
+    ],
 )
 def test_is_prefix(url: str, is_prefix: bool) -> None:
     assert parse_s3_url(url).is_prefix is is_prefix
