@@ -3,6 +3,7 @@
 // mapping from S3 errors to exception classes stays Python policy.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <memory>
@@ -22,6 +23,37 @@ using namespace torchdata_s3;
 namespace {
 
 PyObject* g_error_factory = nullptr;  // strong reference, deliberately never released (lives to exit)
+
+bool interpreter_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing();
+#else
+    return _Py_IsFinalizing();
+#endif
+}
+
+unsigned long g_main_thread = 0;  // threading.main_thread().ident: the thread that finalises the interpreter
+
+// Releases the GIL for a blocking wait. pybind11's guard reacquires it in a noexcept destructor; if the
+// interpreter finalised meanwhile (a daemon thread waiting for S3 at exit), CPython ends that thread with
+// pthread_exit, whose forced unwind through a noexcept frame aborts the whole process. This guard parks
+// such a thread instead (the process is exiting anyway) and lets a forced unwind pass. The main thread is
+// the one running the finalisation (and our destructors during it): it always takes the GIL back.
+class GilRelease {
+public:
+    GilRelease() : state_(PyEval_SaveThread()) {}
+    ~GilRelease() noexcept(false) {
+        if (interpreter_finalizing() && PyThread_get_thread_ident() != g_main_thread) {
+            for (;;) pause();
+        }
+        PyEval_RestoreThread(state_);
+    }
+    GilRelease(const GilRelease&) = delete;
+    GilRelease& operator=(const GilRelease&) = delete;
+
+private:
+    PyThreadState* state_;
+};
 
 const char* kind_name(RequestFailure::Kind kind) {
     switch (kind) {
@@ -72,13 +104,13 @@ struct Buffer {
 std::shared_ptr<S3Client> make_client(ClientOptions options) {
     S3Client* client;
     {
-        py::gil_scoped_release release;
+        GilRelease release;
         client = new S3Client(std::move(options));
     }
     return std::shared_ptr<S3Client>(client, [](S3Client* c) {
-        if (_Py_IsFinalizing()) return;  // leak: the process is exiting
+        if (interpreter_finalizing()) return;  // leak: the process is exiting
         if (PyGILState_Check()) {
-            py::gil_scoped_release release;
+            GilRelease release;
             delete c;
         } else {
             delete c;
@@ -107,13 +139,13 @@ public:
         Entry entry(*this);
         stream_->cancel();
         std::shared_ptr<ObjectStream> released = std::move(stream_);
-        py::gil_scoped_release release;
+        GilRelease release;
         released.reset();
     }
 
     uint64_t size() {
         Entry entry(*this);
-        py::gil_scoped_release release;
+        GilRelease release;
         return stream_->wait_for_size();
     }
 
@@ -136,7 +168,7 @@ public:
         Entry entry(*this);
         uint64_t remaining;
         {
-            py::gil_scoped_release release;
+            GilRelease release;
             remaining = stream_->wait_for_size() - stream_->position();
         }
         const uint64_t want = size < 0 ? remaining : std::min<uint64_t>(static_cast<uint64_t>(size), remaining);
@@ -145,7 +177,7 @@ public:
         py::object bytes = py::reinterpret_steal<py::object>(raw);
         size_t got;
         {
-            py::gil_scoped_release release;
+            GilRelease release;
             got = read_fully(*stream_, reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(raw)), want);
             // Reading to the end also confirms the transfer finished cleanly before we hand out the bytes.
             if (got == remaining) stream_->wait_for_data();
@@ -163,7 +195,7 @@ public:
         const uint8_t* data;
         size_t available;
         {
-            py::gil_scoped_release release;
+            GilRelease release;
             if (!stream_->wait_for_data()) return py::bytes();
         }
         stream_->try_peek(&data, &available);
@@ -173,15 +205,16 @@ public:
         return out;
     }
 
-    size_t readinto(const py::buffer& target, bool one_call) {
+    size_t readinto(const py::object& target, bool one_call) {
         Entry entry(*this);
-        py::buffer_info info = target.request(/*writable=*/true);
-        if (info.ndim != 1 && !(info.ndim == 0 && info.size == 1)) {
-            throw py::value_error("readinto() needs a contiguous one-dimensional writable buffer");
-        }
-        const size_t size = static_cast<size_t>(info.size * info.itemsize);
-        auto* dst = static_cast<uint8_t*>(info.ptr);
-        py::gil_scoped_release release;
+        // PyBUF_WRITABLE without PyBUF_STRIDES: only a contiguous block is accepted, so writing len bytes
+        // from buf can never land outside (or scattered across) the caller's buffer.
+        Py_buffer view;
+        if (PyObject_GetBuffer(target.ptr(), &view, PyBUF_WRITABLE) != 0) throw py::error_already_set();
+        std::unique_ptr<Py_buffer, void (*)(Py_buffer*)> held(&view, PyBuffer_Release);
+        auto* dst = static_cast<uint8_t*>(view.buf);
+        const size_t size = static_cast<size_t>(view.len);
+        GilRelease release;
         return one_call ? read_available(*stream_, dst, size) : read_fully(*stream_, dst, size);
     }
 
@@ -202,7 +235,7 @@ public:
         }
         std::string line;
         {
-            py::gil_scoped_release release;
+            GilRelease release;
             read_line(*stream_, &line, limit);
         }
         return py::bytes(line);
@@ -232,7 +265,7 @@ public:
         Entry entry(*this);
         Buffer buffer;
         {
-            py::gil_scoped_release release;
+            GilRelease release;
             buffer.chunk = stream_->take_chunk();
         }
         if (!buffer.chunk.bytes) return std::nullopt;
@@ -241,25 +274,26 @@ public:
 
     uint64_t seek(int64_t offset, int whence) {
         Entry entry(*this);
-        uint64_t target;
+        int64_t base;
         if (whence == 0) {
-            if (offset < 0) throw py::value_error("negative seek position " + std::to_string(offset));
-            target = static_cast<uint64_t>(offset);
+            base = 0;
         } else if (whence == 1) {
-            target = stream_->position() + offset;
+            base = static_cast<int64_t>(stream_->position());
         } else if (whence == 2) {
-            py::gil_scoped_release release;
-            target = stream_->wait_for_size() + offset;
+            GilRelease release;
+            base = static_cast<int64_t>(stream_->wait_for_size());
         } else {
             throw py::value_error("invalid whence (" + std::to_string(whence) + ", should be 0, 1 or 2)");
         }
+        const int64_t target = base + offset;
+        if (target < 0) throw py::value_error("negative seek position " + std::to_string(target));
         const uint64_t position = stream_->position();
-        if (target < position) {
+        if (static_cast<uint64_t>(target) < position) {
             raise_unsupported(name_ + " is a forward-only stream: cannot seek back from " + std::to_string(position) +
                               " to " + std::to_string(target) + ". Read it into io.BytesIO for random access.");
         }
-        py::gil_scoped_release release;
-        return position + skip(*stream_, target - position);
+        GilRelease release;
+        return position + skip(*stream_, static_cast<uint64_t>(target) - position);
     }
 
 private:
@@ -268,6 +302,10 @@ private:
     public:
         explicit Entry(PyObjectStream& owner) : owner_(owner) {
             if (!owner_.stream_) throw py::value_error("I/O operation on closed file.");
+            if (!owner_.stream_->usable_here()) {
+                throw std::runtime_error(owner_.name_ +
+                                         " was opened in another process (before fork()); open it again here");
+            }
             if (owner_.busy_) throw std::runtime_error("concurrent reads of one S3 stream from several threads");
             owner_.busy_ = true;
         }
@@ -305,6 +343,7 @@ py::tuple page_to_python(const ListObjectsPage& page) {
 PYBIND11_MODULE(_core, m) {
     m.doc() = "Native core of torchdata_s3 (private): AWS CRT S3 client, listing and object streams.";
     m.attr("__version__") = TORCHDATA_S3_VERSION;
+    g_main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
 
     py::register_exception_translator([](std::exception_ptr pointer) {
         try {
@@ -345,9 +384,9 @@ PYBIND11_MODULE(_core, m) {
         .def("read1", &PyObjectStream::read1, py::arg("size") = -1)
         .def("readall", [](PyObjectStream& s) { return s.read(-1); })
         .def(
-            "readinto", [](PyObjectStream& s, const py::buffer& b) { return s.readinto(b, false); }, py::arg("buffer"))
+            "readinto", [](PyObjectStream& s, const py::object& b) { return s.readinto(b, false); }, py::arg("buffer"))
         .def(
-            "readinto1", [](PyObjectStream& s, const py::buffer& b) { return s.readinto(b, true); }, py::arg("buffer"))
+            "readinto1", [](PyObjectStream& s, const py::object& b) { return s.readinto(b, true); }, py::arg("buffer"))
         .def("readline", &PyObjectStream::readline, py::arg("size") = -1)
         .def("readlines", &PyObjectStream::readlines, py::arg("hint") = -1)
         .def("read_chunk", &PyObjectStream::read_chunk,
@@ -417,7 +456,7 @@ PYBIND11_MODULE(_core, m) {
                                            start_after, max_keys, timeout_ms};
                 ListObjectsPage page;
                 {
-                    py::gil_scoped_release release;
+                    GilRelease release;
                     page = list_objects_v2(client, request);
                 }
                 return page_to_python(page);
@@ -445,7 +484,7 @@ PYBIND11_MODULE(_core, m) {
                 request.part_size_bytes = part_size_bytes;
                 std::shared_ptr<ObjectStream> stream;
                 {
-                    py::gil_scoped_release release;
+                    GilRelease release;
                     stream = ObjectStream::start(std::move(client), std::move(request));
                 }
                 return PyObjectStream(std::move(stream), "s3://" + bucket + "/" + key);

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "body_request.h"
+#include "decimal.h"
 #include "xml_text.h"
 
 namespace torchdata_s3 {
@@ -18,11 +19,7 @@ bool name_is(aws_xml_node* node, const char* name) {
 int parse_size(aws_xml_node* node, uint64_t* out) {
     std::string text;
     if (xml_node_text(node, &text) != AWS_OP_SUCCESS) return AWS_OP_ERR;
-    if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos) {
-        return aws_raise_error(AWS_ERROR_INVALID_ARGUMENT);
-    }
-    *out = std::stoull(text);
-    return AWS_OP_SUCCESS;
+    return parse_decimal_u64(text, out) ? AWS_OP_SUCCESS : aws_raise_error(AWS_ERROR_INVALID_ARGUMENT);
 }
 
 int on_contents_child(aws_xml_node* node, void* user_data) {

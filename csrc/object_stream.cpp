@@ -11,6 +11,8 @@
 #include <deque>
 #include <mutex>
 
+#include "decimal.h"
+
 namespace torchdata_s3 {
 namespace {
 
@@ -20,12 +22,6 @@ std::string header_value(const aws_http_headers* headers, const char* name) {
     aws_byte_cursor value;
     if (aws_http_headers_get(headers, aws_byte_cursor_from_c_str(name), &value) != AWS_OP_SUCCESS) return {};
     return std::string(reinterpret_cast<const char*>(value.ptr), value.len);
-}
-
-bool parse_unsigned(const std::string& text, uint64_t* out) {
-    if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos) return false;
-    *out = std::stoull(text);
-    return true;
 }
 
 }  // namespace
@@ -71,11 +67,12 @@ ObjectStream::Shared* shared_of(void* user_data) {
     return static_cast<std::shared_ptr<ObjectStream::Shared>*>(user_data)->get();
 }
 
-int on_headers(aws_s3_meta_request*, const aws_http_headers* headers, int, void* user_data) {
-    auto* shared = shared_of(user_data);
+// The callbacks run on CRT threads inside C code: each catches everything (allocation failures) and turns
+// it into a CRT error, which fails the request instead of unwinding through frames that cannot unwind.
+int on_headers_unguarded(const aws_http_headers* headers, ObjectStream::Shared* shared) {
     std::lock_guard<std::mutex> lock(shared->mutex);
     uint64_t length = 0;
-    if (!parse_unsigned(header_value(headers, "Content-Length"), &length)) {
+    if (!parse_decimal_u64(header_value(headers, "Content-Length"), &length)) {
         shared->fail_locked(shared->make_failure(RequestFailure::Kind::crt, "response without a valid Content-Length"));
         return aws_raise_error(AWS_ERROR_S3_INVALID_CONTENT_LENGTH_HEADER);
     }
@@ -86,8 +83,7 @@ int on_headers(aws_s3_meta_request*, const aws_http_headers* headers, int, void*
     return AWS_OP_SUCCESS;
 }
 
-int on_body(aws_s3_meta_request*, const aws_byte_cursor* body, uint64_t range_start, void* user_data) {
-    auto* shared = shared_of(user_data);
+int on_body_unguarded(const aws_byte_cursor* body, uint64_t range_start, ObjectStream::Shared* shared) {
     // Copy outside the lock: this is the one copy from the CRT's pool into memory Python can read.
     ObjectStream::Chunk chunk;
     chunk.bytes.reset(new uint8_t[body->len]);
@@ -115,8 +111,7 @@ int on_body(aws_s3_meta_request*, const aws_byte_cursor* body, uint64_t range_st
     return AWS_OP_SUCCESS;
 }
 
-void on_finish(aws_s3_meta_request*, const aws_s3_meta_request_result* result, void* user_data) {
-    auto* shared = shared_of(user_data);
+void on_finish_unguarded(const aws_s3_meta_request_result* result, ObjectStream::Shared* shared) {
     std::lock_guard<std::mutex> lock(shared->mutex);
     shared->finished = true;
     if (result->error_code != AWS_ERROR_SUCCESS) {
@@ -131,6 +126,36 @@ void on_finish(aws_s3_meta_request*, const aws_s3_meta_request_result* result, v
         shared->headers_received = true;
     }
     shared->changed.notify_all();
+}
+
+int on_headers(aws_s3_meta_request*, const aws_http_headers* headers, int, void* user_data) {
+    try {
+        return on_headers_unguarded(headers, shared_of(user_data));
+    } catch (const std::exception&) {
+        return aws_raise_error(AWS_ERROR_OOM);
+    }
+}
+
+int on_body(aws_s3_meta_request*, const aws_byte_cursor* body, uint64_t range_start, void* user_data) {
+    try {
+        return on_body_unguarded(body, range_start, shared_of(user_data));
+    } catch (const std::exception&) {
+        return aws_raise_error(AWS_ERROR_OOM);
+    }
+}
+
+void on_finish(aws_s3_meta_request*, const aws_s3_meta_request_result* result, void* user_data) {
+    ObjectStream::Shared* shared = shared_of(user_data);
+    try {
+        on_finish_unguarded(result, shared);
+    } catch (const std::exception&) {
+        // Out of memory while recording the outcome: still never let a reader wait forever or see success.
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        shared->finished = true;
+        shared->failed = true;
+        shared->queue.clear();
+        shared->changed.notify_all();
+    }
 }
 
 void on_shutdown(void* user_data) { delete static_cast<std::shared_ptr<ObjectStream::Shared>*>(user_data); }
@@ -152,6 +177,8 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     S3Client& s3 = *stream->client_;
     const GetObjectRequest& req = stream->request_;
 
+    aws_uri endpoint;
+    s3.endpoint_for(req.bucket, &endpoint);
     aws_http_message* message = s3.new_get_message(req.bucket, "/" + S3Client::encode_path(req.key));
     if (req.has_range) {
         const std::string range =
@@ -161,8 +188,6 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
         header.value = cursor_of(range);
         aws_http_message_add_header(message, header);
     }
-    aws_uri endpoint;
-    s3.endpoint_for(req.bucket, &endpoint);
 
     aws_s3_meta_request_options options = {};
     options.type = AWS_S3_META_REQUEST_TYPE_GET_OBJECT;
@@ -212,6 +237,7 @@ ObjectStream::~ObjectStream() {
 }
 
 void ObjectStream::cancel() {
+    if (!usable_here()) return;  // the parent's request: not ours to touch
     {
         std::lock_guard<std::mutex> lock(shared_->mutex);
         if (shared_->finished && !shared_->failed && shared_->queue.empty()) return;

@@ -53,6 +53,8 @@ public:
     // The ETag of the object (empty until the headers arrived).
     std::string etag();
     uint64_t position() const { return position_; }
+    // False in a fork() child: the CRT threads serving this stream exist only in the parent.
+    bool usable_here() const { return CrtRuntime::owned_by_this_process(creator_pid_); }
 
     // Lets the download run up to `window_bytes` ahead of the reader (never shrinks the window).
     void widen_window(uint64_t window_bytes);

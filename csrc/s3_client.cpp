@@ -9,12 +9,16 @@
 #include <aws/s3/s3_client.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
 
 namespace torchdata_s3 {
 namespace {
+
+// How long a client's destruction waits for the CRT to wind down its connections and threads.
+constexpr std::chrono::milliseconds kShutdownLimit(10000);
 
 [[noreturn]] void throw_crt_error(const std::string& what) {
     throw std::runtime_error(what + ": " + aws_error_name(aws_last_error()) + " (" + aws_error_str(aws_last_error()) +
@@ -78,9 +82,10 @@ struct S3Client::ShutdownWaiter {
         self->done = true;
         self->done_cv.notify_all();
     }
-    void wait() {
+    // False if the CRT did not finish shutting down in time (e.g. a credentials provider that never answers).
+    bool wait_for(std::chrono::milliseconds limit) {
         std::unique_lock<std::mutex> lock(mutex);
-        done_cv.wait(lock, [this] { return done; });
+        return done_cv.wait_for(lock, limit, [this] { return done; });
     }
 };
 
@@ -97,7 +102,18 @@ S3Client::S3Client(ClientOptions options)
 
     credentials_ = new_credentials_provider(options_, alloc, runtime_->bootstrap());
     if (!credentials_) throw_crt_error("creating the credentials provider");
+    try {
+        create_client();
+    } catch (...) {
+        // The destructor does not run for a half-built object: give back what was made so far.
+        aws_credentials_provider_release(credentials_);
+        if (tls_ctx_) aws_tls_ctx_release(tls_ctx_);
+        throw;
+    }
+}
 
+void S3Client::create_client() {
+    aws_allocator* alloc = runtime_->allocator();
     aws_signing_config_aws signing_config = {};
     aws_s3_init_default_signing_config(&signing_config, cursor_of(options_.region), credentials_);
 
@@ -146,13 +162,7 @@ S3Client::S3Client(ClientOptions options)
 
     client_ = aws_s3_client_new(alloc, &config);
     if (use_tls) aws_tls_connection_options_clean_up(&tls_connection);
-    if (!client_) {
-        const int error = aws_last_error();
-        aws_credentials_provider_release(credentials_);
-        if (tls_ctx_) aws_tls_ctx_release(tls_ctx_);
-        aws_raise_error(error);
-        throw_crt_error("creating the S3 client");
-    }
+    if (!client_) throw_crt_error("creating the S3 client");
 }
 
 S3Client::~S3Client() {
@@ -162,7 +172,11 @@ S3Client::~S3Client() {
         return;
     }
     aws_s3_client_release(client_);
-    shutdown_->wait();
+    if (!shutdown_->wait_for(kShutdownLimit)) {
+        // Something inside the CRT is stuck; leaking beats hanging the caller (often interpreter exit).
+        shutdown_.release();
+        return;
+    }
     aws_credentials_provider_release(credentials_);
     if (tls_ctx_) aws_tls_ctx_release(tls_ctx_);
 }

@@ -71,6 +71,7 @@ public:
     static std::string encode_query_value(const std::string& value);
 
 private:
+    void create_client();  // the aws_s3_client and its TLS context; the constructor cleans up if it throws
     std::string host_for(const std::string& bucket) const;
 
     ClientOptions options_;

@@ -192,8 +192,9 @@ class S3Config:
             "memory_limit_bytes": self.memory_limit_bytes or 0,
             "read_window_bytes": self.read_window_bytes,
             "connect_timeout_ms": self.connect_timeout_ms,
-            # A connection that moves no byte for this long is dropped and the part retried.
-            "stall_timeout_s": max(1, -(-self.request_timeout_ms // 1000)),
+            # A connection that moves no byte for a third of the reader's patience is dropped and its part
+            # retried, so a stall is usually repaired before request_timeout_ms runs out.
+            "stall_timeout_s": max(1, -(-self.request_timeout_ms // 3000)),
             "max_retries": self.max_retries,
             "verify_tls": self.verify_ssl,
             "ca_file": self.ca_file or "",

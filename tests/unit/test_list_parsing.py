@@ -47,6 +47,7 @@ def test_empty_result() -> None:
         b"<ListBucketResult><Contents><Key>k</Key><Size>12x</Size></Contents></ListBucketResult>",
         b"<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>",
         b"<ListBucketResult><Contents><Key>k</Key>",
+        b"<ListBucketResult><Contents><Key>k</Key><Size>99999999999999999999</Size></Contents></ListBucketResult>",
     ],
 )
 def test_malformed_documents_raise(document: bytes) -> None:
