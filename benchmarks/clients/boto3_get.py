@@ -1,0 +1,44 @@
+"""boto3 get_object, body read in 1 MiB chunks; paginator for listing."""
+
+from __future__ import annotations
+
+import boto3
+from botocore.config import Config
+
+from .common import Context, Measurement, consume_keys, consume_objects
+
+NAME = "boto3"
+CONFIGURATION = (
+    "boto3 client, get_object + StreamingBody.read(1 MiB), max_pool_connections=10; list_objects_v2 paginator"
+)
+
+
+def client(ctx: Context):  # type: ignore[no-untyped-def]
+    return boto3.client(
+        "s3", endpoint_url=ctx.endpoint_url, region_name=ctx.region, config=Config(max_pool_connections=10)
+    )
+
+
+def _read_objects(ctx: Context) -> Measurement:
+    s3 = client(ctx)
+
+    def streams():  # type: ignore[no-untyped-def]
+        for key in ctx.keys:
+            yield key, s3.get_object(Bucket=ctx.bucket, Key=key)["Body"]
+
+    return consume_objects(streams(), ctx)
+
+
+large = _read_objects
+small = _read_objects
+
+
+def listing(ctx: Context) -> Measurement:
+    s3 = client(ctx)
+
+    def keys():  # type: ignore[no-untyped-def]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=ctx.bucket, Prefix=ctx.prefix):
+            for entry in page.get("Contents", []):
+                yield entry["Key"]
+
+    return consume_keys(keys(), ctx)

@@ -1,0 +1,149 @@
+"""What every client adapter shares: the workload context, the measurement, and the consuming loops.
+
+An adapter implements up to four workloads as functions ``(ctx) -> Measurement``:
+``text`` (DataLoader + readlines, samples/s), ``large`` and ``small`` (read every object, MB/s and
+objects/s) and ``listing`` (keys/s). The timed section is inside the function, after imports and
+client construction; ``ctx.verify`` asks for a content digest (computed only in the untimed check run).
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Optional
+
+MiB = 1024 * 1024
+READ_SIZE = MiB  # what every streaming reader asks for per read() call
+
+
+@dataclass
+class Context:
+    endpoint_url: str
+    bucket: str
+    prefix: str  # e.g. "large/"
+    keys: list[str]
+    verify: bool = False
+    batch_size: int = 512
+    num_workers: int = 0
+    region: str = "us-east-1"
+    sizes: list[int] = field(default_factory=list)  # of `keys`, from the dataset's manifest
+    options: dict = field(default_factory=dict)  # client-specific settings (ours: S3Config fields)
+
+    def urls(self) -> list[str]:
+        return [f"s3://{self.bucket}/{key}" for key in self.keys]
+
+    def http_urls(self) -> list[str]:
+        from urllib.parse import quote
+
+        return [f"{self.endpoint_url}/{self.bucket}/{quote(key)}" for key in self.keys]
+
+
+@dataclass
+class Measurement:
+    items: int  # objects, samples (lines) or keys
+    bytes: int
+    seconds: float
+    digest: Optional[int] = None  # sum of crc32 over objects / lines / keys, mod 2**64
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Digest:
+    """Order-independent content digest: the sum of crc32 of each object (or line, or key)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.total = 0
+
+    def add(self, crc: int) -> None:
+        self.total = (self.total + crc) % (1 << 64)
+
+    def value(self) -> Optional[int]:
+        return self.total if self.enabled else None
+
+
+class Stopwatch:
+    def __enter__(self) -> Stopwatch:
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.started
+
+
+def read_stream(read: Callable[[int], bytes], digest: Digest) -> int:
+    """Drains a file-like's read() in READ_SIZE calls; returns the byte count and feeds the digest."""
+    total = 0
+    crc = 0
+    while True:
+        chunk = read(READ_SIZE)
+        if not chunk:
+            break
+        total += len(chunk)
+        if digest.enabled:
+            crc = zlib.crc32(chunk, crc)
+    if digest.enabled:
+        digest.add(crc)
+    return total
+
+
+def consume_objects(streams: Iterable[Any], ctx: Context) -> Measurement:
+    """Times reading every (url, file-like) pair to the end."""
+    digest = Digest(ctx.verify)
+    objects = total = 0
+    with Stopwatch() as watch:
+        for _url, stream in streams:
+            total += read_stream(stream.read, digest)
+            objects += 1
+    return Measurement(objects, total, watch.seconds, digest.value())
+
+
+def consume_bytes_objects(blobs: Iterator[bytes], ctx: Context) -> Measurement:
+    """Times an iterator that yields each object's content whole."""
+    digest = Digest(ctx.verify)
+    objects = total = 0
+    with Stopwatch() as watch:
+        for blob in blobs:
+            total += len(blob)
+            objects += 1
+            if digest.enabled:
+                digest.add(zlib.crc32(blob))
+    return Measurement(objects, total, watch.seconds, digest.value())
+
+
+def consume_text(make_loader: Callable[[], Iterable[Any]], ctx: Context) -> Measurement:
+    """Times iterating a DataLoader of line batches (lines without their newline, bytes or str)."""
+    digest = Digest(ctx.verify)
+    lines = total = 0
+    with Stopwatch() as watch:
+        for batch in make_loader():
+            lines += len(batch)
+            for line in batch:
+                data = line.encode() if isinstance(line, str) else line
+                total += len(data)
+                if digest.enabled:
+                    digest.add(zlib.crc32(data))
+    return Measurement(lines, total, watch.seconds, digest.value())
+
+
+def consume_keys(keys: Iterable[str], ctx: Context) -> Measurement:
+    digest = Digest(ctx.verify)
+    count = 0
+    with Stopwatch() as watch:
+        for key in keys:
+            count += 1
+            if digest.enabled:
+                digest.add(zlib.crc32(key.encode()))
+    return Measurement(count, 0, watch.seconds, digest.value())
+
+
+def strip_bucket(url_or_key: str, bucket: str) -> str:
+    """'s3://bucket/k' or 'bucket/k' -> 'k'."""
+    for head in (f"s3://{bucket}/", f"{bucket}/"):
+        if url_or_key.startswith(head):
+            return url_or_key[len(head) :]
+    return url_or_key

@@ -1,0 +1,42 @@
+"""torchdata 0.9's FSSpecFileOpener (open_files_by_fsspec) over s3fs: the announcement's baseline."""
+
+from __future__ import annotations
+
+import warnings
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import torchdata.datapipes  # noqa: F401  registers open_files_by_fsspec and readlines
+from torch.utils.data import DataLoader
+from torch.utils.data.datapipes.iter import IterableWrapper
+
+from .common import Context, Measurement, consume_objects, consume_text
+
+NAME = "fsspec"
+CONFIGURATION = "IterableWrapper(urls).sharding_filter().open_files_by_fsspec(mode='rb'), s3fs defaults"
+
+
+def _opened(ctx: Context, urls: list[str]):  # type: ignore[no-untyped-def]
+    return (
+        IterableWrapper(urls)
+        .sharding_filter()
+        .open_files_by_fsspec(
+            mode="rb", client_kwargs={"endpoint_url": ctx.endpoint_url, "region_name": ctx.region}
+        )
+    )
+
+
+def _read_objects(ctx: Context) -> Measurement:
+    return consume_objects(_opened(ctx, ctx.urls()), ctx)
+
+
+large = _read_objects
+small = _read_objects
+
+
+def text(ctx: Context) -> Measurement:
+    def make_loader() -> DataLoader:
+        pipe = _opened(ctx, ctx.urls()).readlines(return_path=False)
+        return DataLoader(pipe, batch_size=ctx.batch_size, num_workers=ctx.num_workers)
+
+    return consume_text(make_loader, ctx)

@@ -1,0 +1,47 @@
+"""s3fs used directly: open()+read for large objects, cat_file for small ones, find() for listing."""
+
+from __future__ import annotations
+
+import s3fs
+
+from .common import Context, Measurement, consume_bytes_objects, consume_keys, consume_objects, strip_bucket
+
+NAME = "s3fs"
+CONFIGURATION = (
+    "S3FileSystem (fresh instance), open(block_size=8 MiB)+read(1 MiB); cat_file for small; find()"
+)
+
+
+def filesystem(ctx: Context) -> s3fs.S3FileSystem:
+    return s3fs.S3FileSystem(
+        skip_instance_cache=True,
+        client_kwargs={"endpoint_url": ctx.endpoint_url, "region_name": ctx.region},
+    )
+
+
+def large(ctx: Context) -> Measurement:
+    fs = filesystem(ctx)
+
+    def streams():  # type: ignore[no-untyped-def]
+        for key in ctx.keys:
+            with fs.open(f"{ctx.bucket}/{key}", "rb", block_size=8 * 1024 * 1024) as handle:
+                yield key, handle
+
+    return consume_objects(streams(), ctx)
+
+
+def small(ctx: Context) -> Measurement:
+    fs = filesystem(ctx)
+    return consume_bytes_objects((fs.cat_file(f"{ctx.bucket}/{key}") for key in ctx.keys), ctx)
+
+
+def listing(ctx: Context) -> Measurement:
+    fs = filesystem(ctx)
+    # find() returns the whole list at once, so the generator below times the requests it makes.
+    return consume_keys(
+        (strip_bucket(k, ctx.bucket) for k in _lazy(lambda: fs.find(f"{ctx.bucket}/{ctx.prefix}"))), ctx
+    )
+
+
+def _lazy(call):  # type: ignore[no-untyped-def]
+    yield from call()

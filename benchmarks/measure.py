@@ -1,0 +1,40 @@
+"""One measurement, in a process of its own: ``python -m benchmarks.measure CLIENT WORKLOAD < CONTEXT_JSON``.
+
+Prints one JSON line: the adapter's Measurement plus memory (RSS at the start of the timed work and the
+peak, of this process and of its DataLoader workers).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+
+from benchmarks.clients import load
+from benchmarks.clients.common import Context
+
+
+def current_rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize()
+
+
+def main() -> None:
+    client_name, workload = sys.argv[1], sys.argv[2]
+    context_json = sys.stdin.read()  # a listing's keys can be far longer than a command line
+    adapter = load(client_name)
+    function = getattr(adapter, workload, None)
+    if function is None:
+        raise SystemExit(f"{client_name} has no {workload} workload")
+    ctx = Context(**json.loads(context_json))
+    baseline = current_rss_bytes()
+    measurement = function(ctx)
+    result = measurement.to_dict()
+    result["rss_start_bytes"] = baseline
+    result["rss_peak_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    result["children_rss_peak_bytes"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
