@@ -1,0 +1,77 @@
+"""Renders results documents as Markdown for the results page: ``python -m benchmarks.markdown FILE...``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchmarks.report import validate
+
+
+def _value(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
+
+
+def render(document: dict[str, Any]) -> str:
+    meta = document["meta"]
+    shaping = (
+        f"{meta['latency_ms']:.0f} ms to first byte, {meta['bandwidth_mbps']:.0f} MB/s per connection"
+        if meta["profile"] == "s3like"
+        else "no shaping"
+    )
+    lines = [
+        f"### Profile `{meta['profile']}` ({shaping})",
+        "",
+        f"Measured {meta['date']} on {meta['machine']}, Python {meta['python']}; "
+        f"{meta['rounds']} interleaved rounds per client after one untimed run that must reproduce "
+        "the dataset's content digest. "
+        "Median (min-max); ratio = client median / torchdata_s3 median.",
+        "",
+    ]
+    check = meta.get("profile_check") or {}
+    if "ttfb_ms" in check:
+        lines += [
+            f"Endpoint check before measuring: time to first byte {check['ttfb_ms']:.1f} ms, "
+            f"one-connection bandwidth {check['bandwidth_mbps']:.0f} MB/s.",
+            "",
+        ]
+    for comparison in document["comparisons"]:
+        title = f"{comparison['workload']} {comparison['variant']}".strip()
+        lines += [
+            f"**{title}** — {comparison['unit']}",
+            "",
+            "| client | median | min-max | vs ours | RSS growth MiB |",
+        ]
+        lines.append("| --- | ---: | ---: | ---: | ---: |")
+        for client, row in comparison["clients"].items():
+            if row["median"] is None:
+                error = row["errors"][0][:120] if row["errors"] else "no result"
+                lines.append(f"| {client} | failed | | | {error} |")
+                continue
+            ratio = f"{row['ratio_to_ours']:.2f}x" if row["ratio_to_ours"] else "-"
+            lines.append(
+                f"| {client} | {_value(row['median'])} | {_value(row['min'])}-{_value(row['max'])} | {ratio} "
+                f"| {_value(row['rss_growth_mib_median'])} |"
+            )
+        summary = []
+        if comparison["ours_vs_best_peer"]:
+            summary.append(f"ours / best peer **{comparison['ours_vs_best_peer']:.2f}x**")
+        if comparison["ours_vs_ceiling"]:
+            summary.append(f"ours / raw-HTTP ceiling **{comparison['ours_vs_ceiling']:.0%}**")
+        lines += ["", "; ".join(summary), ""] if summary else [""]
+    return "\n".join(lines)
+
+
+def main(paths: list[str]) -> None:
+    for path in paths:
+        document = json.loads(Path(path).read_text())
+        validate(document)
+        print(render(document))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
