@@ -11,13 +11,14 @@ from typing import Optional
 from urllib.parse import quote
 from xml.sax.saxutils import escape
 
-from benchmarks.endpoint.key_index import KeyIndex, s3_timestamp
+from benchmarks.endpoint.key_index import KeyIndex
 from benchmarks.endpoint.list_objects_v2 import (
     _XML_QUOTES,
     MAX_KEYS_LIMIT,
     S3_XML_NAMESPACE,
     ListRequest,
     list_page,
+    render_entries,
 )
 
 
@@ -60,15 +61,6 @@ def render_v1(bucket: str, index: KeyIndex, query: dict[str, list[str]]) -> byte
     if truncated:
         last = max([info.key for info in page.objects] + page.common_prefixes)
         parts.append(f"<NextMarker>{text(last)}</NextMarker>")
-    for info in page.objects:
-        parts.append(
-            f"<Contents><Key>{text(info.key)}</Key>"
-            f"<LastModified>{s3_timestamp(info.mtime_s)}</LastModified>"
-            f"<ETag>{escape(info.etag, _XML_QUOTES)}</ETag>"
-            f"<Size>{info.size}</Size>"
-            "<StorageClass>STANDARD</StorageClass></Contents>"
-        )
-    for prefix in page.common_prefixes:
-        parts.append(f"<CommonPrefixes><Prefix>{text(prefix)}</Prefix></CommonPrefixes>")
+    parts.extend(render_entries(page, text))
     parts.append("</ListBucketResult>")
     return "".join(parts).encode("utf-8", "surrogateescape")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 from urllib.parse import quote
 from xml.sax.saxutils import escape
 
@@ -135,18 +135,25 @@ def render_list_page(bucket: str, request: ListRequest, page: ListPage) -> bytes
     parts.append(f"<IsTruncated>{'true' if page.next_continuation_token else 'false'}</IsTruncated>")
     if page.next_continuation_token:
         parts.append(f"<NextContinuationToken>{page.next_continuation_token}</NextContinuationToken>")
-    for info in page.objects:
-        parts.append(
-            f"<Contents><Key>{text(info.key)}</Key>"
-            f"<LastModified>{s3_timestamp(info.mtime_s)}</LastModified>"
-            f"<ETag>{escape(info.etag, _XML_QUOTES)}</ETag>"
-            f"<Size>{info.size}</Size>"
-            "<StorageClass>STANDARD</StorageClass></Contents>"
-        )
-    for prefix in page.common_prefixes:
-        parts.append(f"<CommonPrefixes><Prefix>{text(prefix)}</Prefix></CommonPrefixes>")
+    parts.extend(render_entries(page, text))
     parts.append("</ListBucketResult>")
     return "".join(parts).encode("utf-8", "surrogateescape")
+
+
+def render_entries(page: ListPage, text: Callable[[str], str]) -> list[str]:
+    """The ``<Contents>`` and ``<CommonPrefixes>`` elements of a page (the same in ListObjects V1 and V2)."""
+    parts = [
+        f"<Contents><Key>{text(info.key)}</Key>"
+        f"<LastModified>{s3_timestamp(info.mtime_s)}</LastModified>"
+        f"<ETag>{escape(info.etag, _XML_QUOTES)}</ETag>"
+        f"<Size>{info.size}</Size>"
+        "<StorageClass>STANDARD</StorageClass></Contents>"
+        for info in page.objects
+    ]
+    parts += [
+        f"<CommonPrefixes><Prefix>{text(prefix)}</Prefix></CommonPrefixes>" for prefix in page.common_prefixes
+    ]
+    return parts
 
 
 def _start_marker(request: ListRequest) -> str:
