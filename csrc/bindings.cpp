@@ -136,6 +136,12 @@ public:
 
     void close() {
         if (!stream_) return;
+        if (!stream_->usable_here()) {
+            // Inherited across fork(): forget it without touching the parent's request (its destructor leaks
+            // the CRT side on purpose). Raising here would only spam garbage-collection warnings.
+            stream_.reset();
+            return;
+        }
         Entry entry(*this);
         stream_->cancel();
         std::shared_ptr<ObjectStream> released = std::move(stream_);
@@ -194,10 +200,12 @@ public:
         Entry entry(*this);
         const uint8_t* data;
         size_t available;
+        bool more;
         {
             GilRelease release;
-            if (!stream_->wait_for_data()) return py::bytes();
+            more = stream_->wait_for_data();
         }
+        if (!more) return py::bytes();  // built with the GIL held, after the guard gave it back
         stream_->try_peek(&data, &available);
         const size_t n = size < 0 ? available : std::min<size_t>(available, static_cast<size_t>(size));
         py::bytes out(reinterpret_cast<const char*>(data), n);

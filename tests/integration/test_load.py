@@ -85,7 +85,7 @@ def test_stream_reads_like_a_binary_file(boto_s3, bucket: str) -> None:  # type:
         assert stream.tell() == reference.tell()
         assert stream.seek(100, io.SEEK_CUR) == reference.seek(100, io.SEEK_CUR)
         assert stream.readlines() == reference.readlines()
-        assert stream.read() == b"" and stream.readline() == b""
+        assert stream.read() == b"" and stream.readline() == b"" and stream.read1() == b""
 
     stream = client.open(url)
     with pytest.raises(io.UnsupportedOperation, match="forward-only"):
