@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from typing import Optional
 
 from . import _core
-from .config import S3Config
+from .config import S3Config, undefined_profile
+from .errors import CREDENTIALS_HOW_TO, credentials_unavailable
 from .url import S3Url, parse_s3_url
 
 __all__ = ["ObjectSummary", "S3Client"]
@@ -36,14 +37,42 @@ def _forget_native_clients() -> None:
 os.register_at_fork(after_in_child=_forget_native_clients)
 
 
+class CredentialsSetupError(Exception):
+    """The native client cannot be made because its credentials cannot be set up (no request was sent)."""
+
+    def __init__(self, problem: str, hint: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.hint = hint
+
+
 def native_client(config: S3Config) -> _core.S3Client:
-    """The process-wide native client for `config`: one connection pool per configuration and process."""
+    """The process-wide native client for `config`: one connection pool per configuration and process.
+
+    Raises:
+        CredentialsSetupError: the profile named by the config is not defined, or the CRT could not build
+            the credentials provider.
+    """
     with _native_clients_lock:
         if _native_clients_pid != os.getpid():  # forked without the at-fork hook (e.g. os.fork in C code)
             _forget_native_clients()
         client = _native_clients.get(config)
         if client is None:
-            client = _core.S3Client(**config.native_options())
+            options = config.native_options()
+            named_profile = config.profile if options["credentials"] == "profile" else None
+            if named_profile:
+                problem = undefined_profile(named_profile)
+                if problem:
+                    raise CredentialsSetupError(problem, "")
+            try:
+                client = _core.S3Client(**options)
+            except RuntimeError as error:
+                if "credentials provider" not in str(error):
+                    raise
+                source = f" from the AWS profile {named_profile!r}" if named_profile else ""
+                raise CredentialsSetupError(
+                    f"no credentials could be set up{source} ({error})", CREDENTIALS_HOW_TO
+                ) from None
             _native_clients[config] = client
         return client
 
@@ -92,11 +121,18 @@ class S3Client:
         """
         return self.list_location(parse_s3_url(url), delimiter=delimiter, page_size=page_size)
 
+    def _native_for(self, location: S3Url, operation: str) -> _core.S3Client:
+        """The native client, or the S3PermissionError a request for `location` fails with without one."""
+        try:
+            return native_client(self.config)
+        except CredentialsSetupError as failure:
+            raise credentials_unavailable(str(location), operation, failure.problem, failure.hint) from None
+
     def list_location(
         self, location: S3Url, *, delimiter: str = "", page_size: Optional[int] = None
     ) -> Iterator[ObjectSummary]:
         """:meth:`list_objects` for an already parsed URL."""
-        native = native_client(self.config)
+        native = self._native_for(location, "ListObjectsV2")
         token = ""
         while True:
             objects, _prefixes, next_token = native.list_objects_v2(
@@ -154,7 +190,7 @@ class S3Client:
                 raise ValueError(
                     f"byte_range {byte_range!r} for {location} must be (first, last) with 0 <= first <= last"
                 )
-        return native_client(self.config).get_object(
+        return self._native_for(location, "GetObject").get_object(
             location.bucket,
             location.key,
             byte_range=byte_range,

@@ -114,8 +114,9 @@ class S3Config:
         Environment variables read:
             ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, ``S3_ENDPOINT_URL`` (the original torchdata's; may
             lack a scheme, then ``S3_USE_HTTPS`` picks it, default https), ``AWS_REGION``,
-            ``AWS_DEFAULT_REGION``, ``AWS_PROFILE``, ``S3_VERIFY_SSL``. Credentials in ``AWS_ACCESS_KEY_ID``
-            etc. are read by the CRT's default provider chain, not here, so they are never copied around.
+            ``AWS_DEFAULT_REGION``, ``AWS_PROFILE`` (ignored when ``AWS_ACCESS_KEY_ID`` is set: keys in the
+            environment win, as in the AWS CLI), ``S3_VERIFY_SSL``. Credentials in ``AWS_ACCESS_KEY_ID`` etc.
+            are read by the CRT's default provider chain, not here, so they are never copied around.
 
         Raises:
             TypeError: an unknown option name.
@@ -141,7 +142,14 @@ class S3Config:
                     use_https = _env_flag(env, "S3_USE_HTTPS")
                     endpoint = ("http://" if use_https is False else "https://") + endpoint
                 values["endpoint_url"] = endpoint
-        if "profile" not in values and not values.get("anonymous") and not values.get("access_key_id"):
+        # As in the AWS CLI and SDKs, keys in the environment win over a profile named by AWS_PROFILE (a
+        # profile given as an argument wins over both).
+        if (
+            "profile" not in values
+            and not values.get("anonymous")
+            and not values.get("access_key_id")
+            and not env.get("AWS_ACCESS_KEY_ID")
+        ):
             profile = env.get("AWS_PROFILE")
             if profile:
                 values["profile"] = profile
@@ -199,6 +207,51 @@ class S3Config:
             "verify_tls": self.verify_ssl,
             "ca_file": self.ca_file or "",
         }
+
+
+def shared_file_paths(environ: Optional[Mapping[str, str]] = None) -> tuple[str, str]:
+    """The shared credentials file and the shared config file the CRT reads profiles from, in that order.
+
+    ``AWS_SHARED_CREDENTIALS_FILE`` [``~/.aws/credentials``] and ``AWS_CONFIG_FILE`` [``~/.aws/config``].
+    """
+    env = os.environ if environ is None else environ
+    credentials = env.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.join("~", ".aws", "credentials")
+    config = env.get("AWS_CONFIG_FILE") or os.path.join("~", ".aws", "config")
+    return os.path.expanduser(credentials), os.path.expanduser(config)
+
+
+def _section_names(path: str) -> set[str]:
+    """The ``[section]`` names of an INI-style AWS file; empty if it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            lines = file.read().splitlines()
+    except OSError:
+        return set()
+    names = set()
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("[") and "]" in stripped:
+            names.add(" ".join(stripped[1 : stripped.index("]")].split()))
+    return names
+
+
+def undefined_profile(profile: str, environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """Why the named `profile` cannot be used, or None when a shared file defines it.
+
+    Checked in Python because the CRT, told to use a profile that does not exist, either fails with an
+    unrelated error or quietly falls through to instance credentials; a named profile must never do that.
+    """
+    credentials_path, config_path = shared_file_paths(environ)
+    if profile in _section_names(credentials_path):
+        return None
+    config_sections = _section_names(config_path)
+    if f"profile {profile}" in config_sections or (profile == "default" and "default" in config_sections):
+        return None
+    return (
+        f"the AWS profile {profile!r} is not defined in the shared credentials file {credentials_path} "
+        f"(AWS_SHARED_CREDENTIALS_FILE) nor in the config file {config_path} (AWS_CONFIG_FILE); "
+        "fix the profile name (profile=... or AWS_PROFILE) or add the profile to one of those files"
+    )
 
 
 def _split_endpoint(endpoint_url: str) -> tuple[str, str, int]:

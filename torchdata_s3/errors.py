@@ -21,13 +21,19 @@ class                           also a                                      rais
 
 A malformed ``s3://`` URL raises :class:`InvalidS3UrlError`, a :class:`ValueError`.
 
+``errno`` is ``ENOENT``, ``EACCES`` and ``ETIMEDOUT`` for the not-found, permission and timeout classes (so
+``except OSError as e: e.errno == errno.ENOENT`` works), None for the others.
+
 All of them can be built from a message alone and pickle with their attributes, so they cross
-DataLoader worker processes intact. Messages name the URL and never contain credentials.
+DataLoader worker processes intact. Messages name the URL and never contain credentials. The full
+catalogue (situation, class, message, remedy) is docs/errors.md.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import errno
+from http import HTTPStatus
+from typing import Any, ClassVar, Optional
 
 __all__ = [
     "InvalidS3UrlError",
@@ -53,7 +59,11 @@ class S3Error(OSError):
         http_status: HTTP status of the failed answer; 0 if none was received.
         s3_error_code: the ``<Code>`` of S3's error document, e.g. ``"NoSuchKey"``; empty if none.
         crt_error: name of the AWS CRT error, e.g. ``"AWS_IO_SOCKET_CONNECTION_REFUSED"``.
+        errno: the POSIX errno matching the class (see the module docstring), else None.
     """
+
+    # Set on every instance (OSError's errno is otherwise None when built from a message alone).
+    default_errno: ClassVar[Optional[int]] = None
 
     def __init__(
         self,
@@ -66,6 +76,7 @@ class S3Error(OSError):
         crt_error: str = "",
     ) -> None:
         super().__init__(message)
+        self.errno = self.default_errno
         self.url = url
         self.operation = operation
         self.http_status = http_status
@@ -93,9 +104,13 @@ def _rebuild(cls: type, message: str, fields: dict) -> S3Error:
 class S3FileNotFoundError(S3Error, FileNotFoundError):
     """The bucket or the key does not exist."""
 
+    default_errno = errno.ENOENT
+
 
 class S3PermissionError(S3Error, PermissionError):
     """Access was denied, or no valid credentials were found."""
+
+    default_errno = errno.EACCES
 
 
 class S3NetworkError(S3Error, ConnectionError):
@@ -105,22 +120,40 @@ class S3NetworkError(S3Error, ConnectionError):
 class S3TimeoutError(S3NetworkError, TimeoutError):
     """No progress within ``request_timeout_ms``."""
 
+    default_errno = errno.ETIMEDOUT
+
 
 class S3IntegrityError(S3Error):
     """The bytes received cannot be trusted (short body, object changed during the read, ...)."""
 
 
 _NOT_FOUND_CODES = {"NoSuchKey", "NoSuchBucket", "NotFound"}
-_PERMISSION_CODES = {
-    "AccessDenied",
-    "AllAccessDisabled",
-    "InvalidAccessKeyId",
-    "SignatureDoesNotMatch",
-    "ExpiredToken",
-    "InvalidToken",
-    "TokenRefreshRequired",
-    "AccountProblem",
+
+# How to provide credentials, for every "no credentials" message.
+CREDENTIALS_HOW_TO = (
+    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (plus AWS_SESSION_TOKEN for temporary credentials), "
+    "name a profile of the shared credentials file (AWS_PROFILE or profile=...), pass access_key_id= and "
+    "secret_access_key=, or use anonymous=True for public objects"
+)
+_PERMISSION_HINTS = {
+    "AccessDenied": "the credentials were accepted but may not do this; check the IAM and bucket policies "
+    "(anonymous requests reach only public objects)",
+    "AllAccessDisabled": "all access to this object has been disabled by its owner",
+    "AccountProblem": "the account has a problem that S3 will not serve; contact its owner",
+    "InvalidAccessKeyId": "the endpoint does not know this access key id; check which credentials are in use "
+    "(environment, profile, options) and that they belong to this endpoint",
+    "SignatureDoesNotMatch": "the secret access key does not belong to this access key id; check the secret "
+    "(and the session token of temporary credentials)",
+    "InvalidToken": "the session token is malformed or does not belong to this access key id; "
+    "refresh the temporary credentials",
+    "ExpiredToken": "the session token has expired; refresh the temporary credentials",
+    "TokenRefreshRequired": "the session token has expired; refresh the temporary credentials",
 }
+_PERMISSION_HINT = (
+    "check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+    "or anonymous=True for public buckets) and the bucket policy"
+)
+_REGION_CODES = {"PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"}
 _NETWORK_PREFIXES = ("AWS_IO_", "AWS_ERROR_HTTP_")
 
 
@@ -135,14 +168,27 @@ def _classify(info: dict) -> tuple[type, str]:
             S3TimeoutError,
             "the endpoint stopped answering; raise request_timeout_ms or check the endpoint",
         )
-    if kind in ("short_body", "out_of_order") or crt == "AWS_ERROR_S3_OBJECT_MODIFIED":
+    if crt == "AWS_ERROR_S3_OBJECT_MODIFIED":
+        # Parts after the first are asked for with If-Match: <first part's ETag>; 412 means a new version.
+        return S3IntegrityError, (
+            "the object was overwritten while it was read (its ETag changed); the bytes already returned "
+            "are from the old version only: read the object again"
+        )
+    if kind in ("short_body", "out_of_order"):
         return S3IntegrityError, "the object was not received intact; it may have been overwritten while read"
     if code in _NOT_FOUND_CODES or status == 404:
         return S3FileNotFoundError, "check the bucket name and the key"
-    if code in _PERMISSION_CODES or status == 403 or crt.startswith("AWS_AUTH_"):
-        return S3PermissionError, (
-            "check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
-            "or anonymous=True for public buckets) and the bucket policy"
+    if code in _PERMISSION_HINTS:
+        return S3PermissionError, _PERMISSION_HINTS[code]
+    if status == 0 and crt.startswith("AWS_AUTH_"):
+        # The request was never sent: the CRT's provider chain found no credentials to sign it with.
+        return S3PermissionError, f"no credentials were found: {CREDENTIALS_HOW_TO}"
+    if status == 403:
+        return S3PermissionError, _PERMISSION_HINT
+    if code in _REGION_CODES or status == 301:
+        return S3Error, (
+            "the bucket is in another region than the one requests are signed for; "
+            "set region= (or AWS_REGION) to the bucket's region"
         )
     if status == 0 and crt.startswith(_NETWORK_PREFIXES):
         if "TIMEOUT" in crt:
@@ -150,35 +196,69 @@ def _classify(info: dict) -> tuple[type, str]:
                 S3TimeoutError,
                 "the endpoint did not answer in time; check the endpoint URL and the network",
             )
+        if crt == "AWS_ERROR_HTTP_CHANNEL_THROUGHPUT_FAILURE":
+            # The CRT dropped a connection that moved no byte for a while, on the last allowed attempt too.
+            return (
+                S3TimeoutError,
+                "the endpoint stopped sending data on every attempt; check the endpoint and the network",
+            )
         return S3NetworkError, "check the endpoint URL, the network and proxy settings"
     if code == "SlowDown" or crt == "AWS_ERROR_S3_SLOW_DOWN":
         return (
             S3Error,
             "S3 is throttling requests even after retries; spread keys across prefixes or slow down",
         )
+    if crt == "AWS_ERROR_S3_INTERNAL_ERROR" or code == "InternalError" or 500 <= status < 600:
+        return S3Error, "the endpoint kept failing with server errors through every retry; try again later"
     return S3Error, ""
+
+
+def printable_url(url: str) -> str:
+    """`url` for a message: control characters (tabs, line breaks, ...) escaped so that they show."""
+    if url.isprintable():
+        return url
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in url)
+
+
+def _with_hint(message: str, hint: str) -> str:
+    message = message.rstrip(".")
+    return f"{message}. {hint[0].upper()}{hint[1:]}." if hint else message
 
 
 def error_from_native(info: dict) -> S3Error:
     """Builds the exception for one failed request from what the native core reports (a dict)."""
     cls, hint = _classify(info)
     url = f"s3://{info['bucket']}/{info['key']}"
-    what = info["s3_error_code"] or info["detail"] or info["crt_error_name"]
-    parts = [f"{info['operation']} {url} failed: {what}"]
-    if info["http_status"]:
-        parts.append(f"(HTTP {info['http_status']})")
+    status = info["http_status"]
+    # An error answer without an S3 error document (HEAD-like, or a proxy's) is named by its HTTP status.
+    status_phrase = ""
+    if status and info["crt_error_name"] in ("", "AWS_ERROR_S3_INVALID_RESPONSE_STATUS"):
+        try:
+            status_phrase = HTTPStatus(status).phrase
+        except ValueError:
+            status_phrase = ""
+    what = info["s3_error_code"] or info["detail"] or status_phrase or info["crt_error_name"]
+    parts = [f"{info['operation']} {printable_url(url)} failed: {what}"]
+    if status:
+        parts.append(f"(HTTP {status})")
     if info["s3_error_message"]:
         parts.append(f"- {info['s3_error_message']}")
-    elif info["crt_error_message"] and info["kind"] == "crt":
+    elif info["crt_error_message"] and info["kind"] == "crt" and what == info["crt_error_name"]:
         parts.append(f"- {info['crt_error_message']}")
-    message = " ".join(parts).rstrip(".")
-    if hint:
-        message += f". {hint[0].upper()}{hint[1:]}."
     return cls(
-        message,
+        _with_hint(" ".join(parts), hint),
         url=url,
         operation=info["operation"],
-        http_status=info["http_status"],
+        http_status=status,
         s3_error_code=info["s3_error_code"],
         crt_error=info["crt_error_name"],
+    )
+
+
+def credentials_unavailable(url: str, operation: str, problem: str, hint: str = "") -> S3PermissionError:
+    """The error for a request that could not be sent because its credentials cannot be set up at all."""
+    return S3PermissionError(
+        _with_hint(f"{operation} {printable_url(url)} failed: {problem}", hint),
+        url=url,
+        operation=operation,
     )

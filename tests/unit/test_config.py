@@ -1,8 +1,11 @@
+import os
 import pickle
+from pathlib import Path
 
 import pytest
 
 from torchdata_s3 import S3Config
+from torchdata_s3.config import MiB, shared_file_paths, undefined_profile
 
 
 def test_defaults_without_environment() -> None:
@@ -85,6 +88,46 @@ def test_credentials_sources() -> None:
     assert resolved.profile is None
 
 
+def test_keys_in_the_environment_win_over_aws_profile() -> None:
+    # The AWS CLI's order: environment keys, then the profile AWS_PROFILE names; a profile argument wins.
+    environ = {"AWS_PROFILE": "research", "AWS_ACCESS_KEY_ID": "A", "AWS_SECRET_ACCESS_KEY": "S"}
+    from_environment = S3Config.resolve(environ=environ)
+    assert from_environment.profile is None
+    assert from_environment.native_options()["credentials"] == "default"
+    assert S3Config.resolve(environ=environ, profile="research").native_options()["credentials"] == "profile"
+
+
+def test_shared_file_paths() -> None:
+    assert shared_file_paths({}) == (
+        os.path.expanduser(os.path.join("~", ".aws", "credentials")),
+        os.path.expanduser(os.path.join("~", ".aws", "config")),
+    )
+    environ = {"AWS_SHARED_CREDENTIALS_FILE": "~/creds", "AWS_CONFIG_FILE": "/etc/aws/config"}
+    assert shared_file_paths(environ) == (os.path.expanduser("~/creds"), "/etc/aws/config")
+
+
+def test_undefined_profile_looks_in_both_shared_files(tmp_path: Path) -> None:
+    credentials, config = tmp_path / "credentials", tmp_path / "config"
+    credentials.write_text("[default]\naws_access_key_id = a\n\n[ research ]\naws_access_key_id = b\n")
+    config.write_text("[profile  staging]\nregion = eu-west-1\n[nightly]\n[sso-session corp]\n")
+    environ = {"AWS_SHARED_CREDENTIALS_FILE": str(credentials), "AWS_CONFIG_FILE": str(config)}
+    for defined in ("default", "research", "staging"):
+        assert undefined_profile(defined, environ) is None
+    # In the config file a profile's section is "[profile NAME]": "[nightly]", "[sso-session corp]" are not.
+    for undefined in ("nightly", "corp", "reserach"):
+        problem = undefined_profile(undefined, environ)
+        assert problem is not None and f"profile {undefined!r} is not defined" in problem
+        assert str(credentials) in problem and str(config) in problem
+
+
+def test_undefined_profile_without_files(tmp_path: Path) -> None:
+    environ = {
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_CONFIG_FILE": str(tmp_path / "nor"),
+    }
+    assert undefined_profile("default", environ) is not None
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -98,6 +141,8 @@ def test_credentials_sources() -> None:
         ({"max_retries": -1}, "max_retries"),
         ({"max_connections": 0}, "max_connections"),
         ({"memory_limit_bytes": 1024}, "two parts"),
+        ({"memory_limit_bytes": 255 * MiB}, "256 MiB"),
+        ({"memory_limit_bytes": 256 * MiB, "part_size_bytes": 65 * MiB}, "two parts"),
         ({"access_key_id": "A"}, "together"),
         ({"anonymous": True, "profile": "p"}, "anonymous"),
         ({"throughput_target_gbps": 0}, "throughput"),
