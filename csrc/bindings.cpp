@@ -155,6 +155,13 @@ public:
         return stream_->wait_for_size();
     }
 
+    std::optional<uint64_t> size_if_known() {
+        Entry entry(*this);
+        uint64_t size;
+        if (!stream_->size_if_known(&size)) return std::nullopt;
+        return size;
+    }
+
     std::string etag() {
         Entry entry(*this);
         return stream_->etag();
@@ -276,7 +283,7 @@ public:
             GilRelease release;
             buffer.chunk = stream_->take_chunk();
         }
-        if (!buffer.chunk.bytes) return std::nullopt;
+        if (!buffer.chunk) return std::nullopt;
         return buffer;
     }
 
@@ -378,7 +385,7 @@ PYBIND11_MODULE(_core, m) {
 
     py::class_<Buffer>(m, "Buffer", py::buffer_protocol(), "Bytes owned by the native core, readable without copying.")
         .def_buffer([](Buffer& b) {
-            return py::buffer_info(b.chunk.bytes.get(), 1, py::format_descriptor<uint8_t>::format(), 1,
+            return py::buffer_info(const_cast<uint8_t*>(b.chunk.data), 1, py::format_descriptor<uint8_t>::format(), 1,
                                    {static_cast<py::ssize_t>(b.chunk.size)}, {1}, /*readonly=*/true);
         })
         .def("__len__", [](const Buffer& b) { return b.chunk.size; });
@@ -387,6 +394,8 @@ PYBIND11_MODULE(_core, m) {
         .def_property_readonly("name", &PyObjectStream::name)
         .def_property_readonly("closed", &PyObjectStream::closed)
         .def_property_readonly("size", &PyObjectStream::size, "Bytes this stream delivers (waits for the headers).")
+        .def_property_readonly("size_if_known", &PyObjectStream::size_if_known,
+                               "Bytes this stream delivers, or None while the headers are still on their way.")
         .def_property_readonly("etag", &PyObjectStream::etag)
         .def("read", &PyObjectStream::read, py::arg("size") = -1)
         .def("read1", &PyObjectStream::read1, py::arg("size") = -1)
@@ -418,6 +427,10 @@ PYBIND11_MODULE(_core, m) {
         .def("__repr__", [](const PyObjectStream& s) { return "<torchdata_s3 ObjectStream " + s.name() + ">"; });
 
     py::class_<S3Client, std::shared_ptr<S3Client>>(m, "S3Client", "One CRT S3 client (connection pool, threads).")
+        .def_property_readonly("pinned_pool_bytes", &S3Client::pinned_pool_bytes,
+                               "Bytes of the CRT's buffer pool held by chunks not yet released.")
+        .def_property_readonly("pool_pin_budget", &S3Client::pool_pin_budget,
+                               "Above this many pinned bytes, arriving parts are copied out of the pool.")
         .def(
             py::init([](const std::string& region, const std::string& endpoint_scheme, const std::string& endpoint_host,
                         uint16_t endpoint_port, bool path_style, const std::string& credentials,

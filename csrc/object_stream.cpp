@@ -40,6 +40,9 @@ struct ObjectStream::Shared {
     RequestFailure failure;
     std::string bucket;
     std::string key;
+    // For pinning pool buffers. Never the last reference: the stream holds the client while callbacks can
+    // add chunks, and its destructor empties the queue (see ~ObjectStream).
+    std::weak_ptr<S3Client> client;
 
     RequestFailure make_failure(RequestFailure::Kind kind, std::string detail) const {
         RequestFailure f;
@@ -83,18 +86,13 @@ int on_headers_unguarded(const aws_http_headers* headers, ObjectStream::Shared* 
     return AWS_OP_SUCCESS;
 }
 
-int on_body_unguarded(const aws_byte_cursor* body, uint64_t range_start, ObjectStream::Shared* shared) {
-    // Copy outside the lock: this is the one copy from the CRT's pool into memory Python can read.
-    ObjectStream::Chunk chunk;
-    chunk.bytes.reset(new uint8_t[body->len]);
-    chunk.size = body->len;
-    std::memcpy(chunk.bytes.get(), body->ptr, body->len);
-
+int on_body_unguarded(const aws_byte_cursor* body, const aws_s3_meta_request_receive_body_extra_info& info,
+                      ObjectStream::Shared* shared) {
     std::lock_guard<std::mutex> lock(shared->mutex);
     if (shared->failed) return aws_raise_error(AWS_ERROR_S3_CANCELED);
-    if (range_start != shared->next_body_offset) {
+    if (info.range_start != shared->next_body_offset) {
         shared->fail_locked(shared->make_failure(RequestFailure::Kind::out_of_order,
-                                                 "body data for offset " + std::to_string(range_start) +
+                                                 "body data for offset " + std::to_string(info.range_start) +
                                                      " arrived where offset " +
                                                      std::to_string(shared->next_body_offset) + " was expected"));
         return aws_raise_error(AWS_ERROR_S3_CANCELED);
@@ -106,7 +104,15 @@ int on_body_unguarded(const aws_byte_cursor* body, uint64_t range_start, ObjectS
                                                  "the server sent more bytes than its Content-Length announced"));
         return aws_raise_error(AWS_ERROR_S3_CANCELED);
     }
-    if (body->len != 0) shared->queue.push_back(std::move(chunk));
+    if (body->len == 0) return AWS_OP_SUCCESS;
+
+    // Zero copy while the pool has room to spare; otherwise this is the one copy into memory Python can read.
+    std::shared_ptr<S3Client> client = shared->client.lock();
+    if (info.ticket != nullptr && client && client->pinned_pool_bytes() + body->len <= client->pool_pin_budget()) {
+        shared->queue.push_back(pin_pool_bytes(std::move(client), info.ticket, body->ptr, body->len));
+    } else {
+        shared->queue.push_back(copy_bytes(body->ptr, body->len));
+    }
     shared->changed.notify_all();
     return AWS_OP_SUCCESS;
 }
@@ -136,9 +142,10 @@ int on_headers(aws_s3_meta_request*, const aws_http_headers* headers, int, void*
     }
 }
 
-int on_body(aws_s3_meta_request*, const aws_byte_cursor* body, uint64_t range_start, void* user_data) {
+int on_body(aws_s3_meta_request*, const aws_byte_cursor* body, const aws_s3_meta_request_receive_body_extra_info info,
+            void* user_data) {
     try {
-        return on_body_unguarded(body, range_start, shared_of(user_data));
+        return on_body_unguarded(body, info, shared_of(user_data));
     } catch (const std::exception&) {
         return aws_raise_error(AWS_ERROR_OOM);
     }
@@ -169,6 +176,7 @@ ObjectStream::ObjectStream(std::shared_ptr<S3Client> client, GetObjectRequest re
       shared_(std::make_shared<Shared>()) {
     shared_->bucket = request_.bucket;
     shared_->key = request_.key;
+    shared_->client = client_;
     shared_->next_body_offset = request_.has_range ? request_.range_start : 0;
 }
 
@@ -195,7 +203,7 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     options.endpoint = &endpoint;
     options.part_size = req.part_size_bytes;
     options.headers_callback = on_headers;
-    options.body_callback = on_body;
+    options.body_callback_ex = on_body;
     options.finish_callback = on_finish;
     options.shutdown_callback = on_shutdown;
     auto* holder = new std::shared_ptr<Shared>(stream->shared_);
@@ -228,9 +236,17 @@ ObjectStream::~ObjectStream() {
     if (meta_request_ == nullptr) return;
     if (!CrtRuntime::owned_by_this_process(creator_pid_)) return;  // inherited across fork(): leak
     bool finished;
+    std::deque<Chunk> unread;
     {
         std::lock_guard<std::mutex> lock(shared_->mutex);
         finished = shared_->finished;
+        // No callback may queue another chunk, and the queued ones are released here, on the reader's side:
+        // a chunk may hold the last reference to the client, whose destruction must not run on a CRT thread.
+        if (!shared_->failed) {
+            shared_->failed = true;
+            shared_->failure = shared_->make_failure(RequestFailure::Kind::crt, "the stream was destroyed");
+        }
+        unread.swap(shared_->queue);
     }
     if (!finished) aws_s3_meta_request_cancel(meta_request_);
     aws_s3_meta_request_release(meta_request_);
@@ -262,14 +278,14 @@ bool ObjectStream::advance() {
 
 bool ObjectStream::try_peek(const uint8_t** data, size_t* size) {
     if (current_offset_ == current_.size) {
-        if (current_.bytes) {
+        if (current_) {
             return_read_window(current_.size);
             current_ = Chunk();
             current_offset_ = 0;
         }
         if (!advance()) return false;
     }
-    *data = current_.bytes.get() + current_offset_;
+    *data = current_.data + current_offset_;
     *size = current_.size - current_offset_;
     return true;
 }
@@ -314,6 +330,13 @@ uint64_t ObjectStream::wait_for_size() {
     return shared_->expected_bytes;
 }
 
+bool ObjectStream::size_if_known(uint64_t* size) {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    if (shared_->failed || !shared_->headers_received) return false;
+    *size = shared_->expected_bytes;
+    return true;
+}
+
 ObjectStream::Chunk ObjectStream::take_chunk() {
     const uint8_t* data;
     size_t available;
@@ -325,9 +348,10 @@ ObjectStream::Chunk ObjectStream::take_chunk() {
     if (current_offset_ == 0) {
         taken = std::move(current_);
     } else {
-        taken.size = current_.size - current_offset_;
-        taken.bytes.reset(new uint8_t[taken.size]);
-        std::memcpy(taken.bytes.get(), current_.bytes.get() + current_offset_, taken.size);
+        // The unread tail shares the chunk's memory: no copy either.
+        taken = current_;
+        taken.data += current_offset_;
+        taken.size -= current_offset_;
     }
     return_read_window(chunk_size);
     position_ += taken.size;

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 
+#include "body_chunk.h"
 #include "request_failure.h"
 #include "s3_client.h"
 
@@ -50,6 +51,8 @@ public:
 
     // Blocks until the response headers arrived; returns the byte count this stream will deliver.
     uint64_t wait_for_size();
+    // The same without waiting: false until the response headers arrived (or if the request failed).
+    bool size_if_known(uint64_t* size);
     // The ETag of the object (empty until the headers arrived).
     std::string etag();
     uint64_t position() const { return position_; }
@@ -63,10 +66,7 @@ public:
     void cancel();
 
     // Implementation types, public only so that the CRT callbacks in object_stream.cpp can name them.
-    struct Chunk {
-        std::unique_ptr<uint8_t[]> bytes;
-        size_t size = 0;
-    };
+    using Chunk = BodyChunk;
     // Everything the CRT callbacks touch. The CRT holds its own reference until the meta request shuts
     // down, so a stream dropped mid-transfer never leaves a callback pointing at freed memory.
     struct Shared;

@@ -6,6 +6,7 @@
 #include <aws/http/connection.h>
 #include <aws/http/request_response.h>
 #include <aws/io/tls_channel_handler.h>
+#include <aws/s3/s3.h>
 #include <aws/s3/s3_client.h>
 #include <unistd.h>
 
@@ -15,6 +16,8 @@
 #include <stdexcept>
 
 namespace torchdata_s3 {
+
+constexpr uint64_t kPoolReserveBytes = 128ull * 1024 * 1024;
 namespace {
 
 // How long a client's destruction waits for the CRT to wind down its connections and threads.
@@ -159,6 +162,13 @@ void S3Client::create_client() {
 
     config.shutdown_callback = &ShutdownWaiter::on_shutdown;
     config.shutdown_callback_user_data = shutdown_.get();
+
+    // Half of the pool's part memory may be lent to readers holding chunks; the other half keeps downloads
+    // moving. The pool keeps kPoolReserveBytes of the limit for itself (aws-c-s3's default buffer pool).
+    const uint64_t limit = options_.memory_limit_bytes != 0
+                               ? options_.memory_limit_bytes
+                               : aws_s3_default_memory_limit_for_throughput(options_.throughput_target_gbps);
+    pool_pin_budget_ = limit > kPoolReserveBytes ? (limit - kPoolReserveBytes) / 2 : 0;
 
     client_ = aws_s3_client_new(alloc, &config);
     if (use_tls) aws_tls_connection_options_clean_up(&tls_connection);

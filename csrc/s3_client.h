@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -70,12 +71,22 @@ public:
     static std::string encode_path(const std::string& key);
     static std::string encode_query_value(const std::string& value);
 
+    // Pool memory held by chunks handed out without copying (see body_chunk.h). Readers that may keep chunks
+    // for as long as they like stop taking pool memory above pool_pin_budget(): the pool must always keep
+    // room for the parts that downloads in progress still need.
+    void pin_pool_bytes(uint64_t bytes) { pinned_pool_bytes_ += bytes; }
+    void unpin_pool_bytes(uint64_t bytes) { pinned_pool_bytes_ -= bytes; }
+    uint64_t pinned_pool_bytes() const { return pinned_pool_bytes_.load(); }
+    uint64_t pool_pin_budget() const { return pool_pin_budget_; }
+
 private:
     void create_client();  // the aws_s3_client and its TLS context; the constructor cleans up if it throws
     std::string host_for(const std::string& bucket) const;
 
     ClientOptions options_;
     std::shared_ptr<CrtRuntime> runtime_;
+    std::atomic<uint64_t> pinned_pool_bytes_{0};
+    uint64_t pool_pin_budget_ = 0;
     pid_t creator_pid_;
     aws_credentials_provider* credentials_ = nullptr;
     aws_tls_ctx* tls_ctx_ = nullptr;

@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 __all__ = ["S3Config"]
 
 MiB = 1024 * 1024
+_CRT_MIN_MEMORY_LIMIT = 256 * MiB  # aws-c-s3 refuses smaller buffer pools
+_CRT_POOL_RESERVE = 128 * MiB  # of the memory limit, aws-c-s3's buffer pool keeps this much for itself
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -48,7 +50,10 @@ class S3Config:
         part_size_bytes: size of each ranged GET of a large object [8 MiB].
         throughput_target_gbps: what the CRT sizes its connection pool for [10.0].
         max_connections: cap on connections per client [None: CRT's choice from the throughput target].
-        memory_limit_bytes: cap on the CRT's part buffers [None: CRT's choice, at least 1 GiB].
+        memory_limit_bytes: cap on the CRT's part buffers, at least 256 MiB [None: the CRT's choice for
+            the throughput target, 2 GiB at 10 Gbps]. Memory is taken as parts arrive, not up front. The
+            buffers also hold bytes handed to readers without copying, up to half of what the CRT does not
+            reserve for itself ((cap - 128 MiB) / 2); beyond that, arriving parts are copied out.
         read_window_bytes: bytes one open object may buffer ahead of the reader [64 MiB].
         request_timeout_ms: the longest wait for the next piece of a response before the request is
             cancelled and :class:`~torchdata_s3.S3TimeoutError` raised [10000].
@@ -99,10 +104,13 @@ class S3Config:
             not isinstance(self.max_connections, int) or self.max_connections < 1
         ):
             raise ValueError(f"max_connections must be None or an integer >= 1, got {self.max_connections!r}")
-        if self.memory_limit_bytes is not None and self.memory_limit_bytes < 2 * self.part_size_bytes:
+        if self.memory_limit_bytes is not None and self.memory_limit_bytes < max(
+            _CRT_MIN_MEMORY_LIMIT, _CRT_POOL_RESERVE + 2 * self.part_size_bytes
+        ):
             raise ValueError(
-                f"memory_limit_bytes ({self.memory_limit_bytes}) must hold at least two parts "
-                f"(2 * part_size_bytes = {2 * self.part_size_bytes})"
+                f"memory_limit_bytes ({self.memory_limit_bytes}) must be at least 256 MiB (the CRT's "
+                f"minimum) and hold two parts beyond the CRT's 128 MiB reserve "
+                f"(128 MiB + 2 * part_size_bytes = {_CRT_POOL_RESERVE + 2 * self.part_size_bytes})"
             )
         if not self.throughput_target_gbps > 0:
             raise ValueError(f"throughput_target_gbps must be > 0, got {self.throughput_target_gbps!r}")

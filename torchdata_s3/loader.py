@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator
 from typing import Any, NamedTuple, Optional
 
@@ -14,6 +13,7 @@ from .client import S3Client
 from .config import S3Config
 from .lister import is_folder_marker
 from .options import config_from_arguments
+from .prefetch import PrefetchWindow
 from .sharding import ShardSpec, has_sharding_upstream
 from .url import S3Url, parse_s3_url
 
@@ -46,8 +46,11 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
     it loads whatever reaches it.
 
     Prefetch: up to ``prefetch`` objects are requested ahead of the one being read, within
-    ``max_inflight_bytes`` (objects of known size count their size, others one part); the object being
-    read may buffer up to ``read_window_bytes`` ahead of the reader. Objects are yielded in input order.
+    ``max_inflight_bytes``: an object of known size (from a listing) may buffer up to ``read_window_bytes``
+    of itself ahead, an object of unknown size one part. The object being read may buffer up to
+    ``read_window_bytes`` ahead of the reader. So the loader holds at most ``max(max_inflight_bytes,
+    read_window_bytes) + read_window_bytes`` of downloaded data, whatever the objects' sizes (one object is
+    always requested ahead, even if its window alone exceeds the budget). Objects are yielded in input order.
 
     Args:
         source_datapipe: ``s3://`` URLs of objects or prefixes.
@@ -126,28 +129,20 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
         config = self.client.config
         part = config.part_size_bytes
         reading_window = config.read_window_bytes if self.multi_part_download else part
-        ahead: deque = deque()  # (url, stream, budgeted bytes), in input order
-        ahead_bytes = 0
+        window = PrefetchWindow(self.prefetch, self.max_inflight_bytes, part, reading_window)
         try:
             for target in self._targets():
-                cost = part if target.size is None else max(1, min(target.size, part))
-                while ahead and (len(ahead) > self.prefetch or ahead_bytes + cost > self.max_inflight_bytes):
-                    url, stream, spent = ahead.popleft()
-                    ahead_bytes -= spent
-                    stream.widen_window(reading_window)
+                cost = window.cost_of(target.size)
+                while not window.has_room_for(cost):
+                    url, stream = window.pop()
                     yield url, StreamWrapper(stream, name=url)
-                # Requested with a one-part window: enough for a small object to arrive whole, little
-                # memory for a large one until it becomes the object being read.
-                stream = self.client.open_location(target.location, window_bytes=part)
-                ahead.append((target.url, stream, cost))
-                ahead_bytes += cost
-            while ahead:
-                url, stream, _spent = ahead.popleft()
-                stream.widen_window(reading_window)
+                stream = self.client.open_location(target.location, window_bytes=cost)
+                window.add(target.url, stream, target.size, cost)
+            while window:
+                url, stream = window.pop()
                 yield url, StreamWrapper(stream, name=url)
         finally:
-            for _url, stream, _spent in ahead:
-                stream.close()  # cancels downloads nobody will read
+            window.close()
 
     def __len__(self) -> int:
         total = len(self.source_datapipe)  # counts each prefix as one object, as the original did

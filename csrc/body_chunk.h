@@ -1,0 +1,34 @@
+// A span of object bytes and whatever keeps it alive.
+//
+// Zero copy: a GET part arrives in a buffer of the client's CRT buffer pool. Instead of copying it out, a chunk
+// can hold that buffer's ticket, so the same memory travels from the socket read to Python's buffer protocol.
+// The pool belongs to the aws_s3_client, so a pinned chunk also holds the S3Client: the pool outlives every
+// ticket, and the client is never destroyed from a CRT thread (chunks are released by readers).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+struct aws_s3_buffer_ticket;
+
+namespace torchdata_s3 {
+
+class S3Client;
+
+struct BodyChunk {
+    const uint8_t* data = nullptr;
+    size_t size = 0;
+    std::shared_ptr<const void> keeper;  // owns `data`: a pool ticket or our own copy
+
+    explicit operator bool() const { return data != nullptr; }
+};
+
+// Holds `ticket` (the pool buffer `data` points into) until the last copy of the chunk is gone.
+BodyChunk pin_pool_bytes(std::shared_ptr<S3Client> client, aws_s3_buffer_ticket* ticket, const uint8_t* data,
+                         size_t size);
+
+// A chunk with its own heap copy of `size` bytes at `data`.
+BodyChunk copy_bytes(const uint8_t* data, size_t size);
+
+}  // namespace torchdata_s3

@@ -1,0 +1,93 @@
+"""The loader's prefetch window: objects requested ahead of the reader, bounded by count and by bytes."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from typing import Optional
+
+from . import _core
+
+__all__ = ["PrefetchWindow"]
+
+
+class _Ahead:
+    """One object requested ahead: its stream and the bytes it may buffer (what it costs the budget)."""
+
+    __slots__ = ("cost", "sized", "stream", "url")
+
+    def __init__(self, url: str, stream: _core.ObjectStream, cost: int, sized: bool) -> None:
+        self.url = url
+        self.stream = stream
+        self.cost = cost
+        self.sized = sized  # its window already reflects its size
+
+
+class PrefetchWindow:
+    """Streams opened ahead of the reader, in input order, within ``max_objects`` and ``max_bytes``.
+
+    An object may buffer up to ``reading_window`` of itself ahead (what it gets once it is read), so
+    parallel ranged GETs of later objects overlap the reading of earlier ones. Its cost is what it may buffer,
+    rounded up to whole parts (the CRT fetches whole parts). An object of unknown size starts with one part
+    and grows once its response headers tell its size, if the byte budget allows.
+    """
+
+    def __init__(self, max_objects: int, max_bytes: int, part: int, reading_window: int) -> None:
+        self.max_objects = max_objects
+        self.max_bytes = max_bytes
+        self.part = part
+        self.reading_window = reading_window
+        self._ahead: deque[_Ahead] = deque()
+        self._bytes = 0
+
+    def cost_of(self, size: Optional[int]) -> int:
+        if size is None:
+            return self.part
+        window = max(1, min(size, self.reading_window))
+        return max(1, min(size, -(-window // self.part) * self.part))
+
+    def has_room_for(self, cost: int) -> bool:
+        if not self._ahead:
+            return True  # one object is always allowed, whatever its size
+        return len(self._ahead) < self.max_objects + 1 and self._bytes + cost <= self.max_bytes
+
+    def add(self, url: str, stream: _core.ObjectStream, size: Optional[int], cost: int) -> None:
+        self._ahead.append(_Ahead(url, stream, cost, sized=size is not None))
+        self._bytes += cost
+
+    def pop(self) -> tuple[str, _core.ObjectStream]:
+        """The next object in input order, its window widened for reading."""
+        self._grow_sized_windows()
+        ahead = self._ahead.popleft()
+        self._bytes -= ahead.cost
+        ahead.stream.widen_window(self.reading_window)
+        return ahead.url, ahead.stream
+
+    def __bool__(self) -> bool:
+        return bool(self._ahead)
+
+    def close(self) -> None:
+        """Cancels every download nobody will read."""
+        while self._ahead:
+            self._ahead.popleft().stream.close()
+
+    def _grow_sized_windows(self) -> None:
+        # Never waits: only objects whose headers already arrived are considered, in input order.
+        for ahead in self._unsized():
+            size = ahead.stream.size_if_known
+            if size is None:
+                continue
+            ahead.sized = True
+            cost = self.cost_of(size)
+            if cost <= ahead.cost:  # a small object: it gives back what it will never buffer
+                self._bytes -= ahead.cost - cost
+                ahead.cost = cost
+                continue
+            if self._bytes - ahead.cost + cost > self.max_bytes:
+                return  # later objects wait their turn rather than overtake this one
+            self._bytes += cost - ahead.cost
+            ahead.cost = cost
+            ahead.stream.widen_window(min(size, self.reading_window))
+
+    def _unsized(self) -> Iterator[_Ahead]:
+        return (ahead for ahead in self._ahead if not ahead.sized)
