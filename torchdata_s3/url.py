@@ -34,13 +34,21 @@ def parse_s3_url(url: object) -> S3Url:
     keys are arbitrary strings and ``s3://`` URLs carry them raw.
 
     Raises:
-        InvalidS3UrlError: the value is not a string, is empty, has another scheme or no scheme, or has no
-            bucket (``s3://``, ``s3:///key``).
+        InvalidS3UrlError: the value is not a string, is empty, starts with whitespace, ends with a line
+            break, has another scheme or no scheme, or has no bucket (``s3://``, ``s3:///key``).
     """
     if not isinstance(url, str):
         raise InvalidS3UrlError(f"expected an s3://bucket/key string, got {type(url).__name__}: {url!r}")
     if url == "":
         raise InvalidS3UrlError("empty S3 URL: expected s3://bucket/key")
+    if url[0].isspace():
+        raise InvalidS3UrlError(f"{url!r} starts with whitespace: an S3 URL begins with s3://; strip it")
+    if url.endswith(("\n", "\r")):
+        # Almost always a line ending of a file of URLs; kept, it would ask for a key nobody has.
+        raise InvalidS3UrlError(
+            f"{url!r} ends with a line break: strip line endings from URLs read from files "
+            "(line.rstrip('\\r\\n'))"
+        )
     scheme, separator, rest = url.partition("://")
     if not separator:
         raise InvalidS3UrlError(f"{url!r} has no scheme: expected s3://bucket/key")

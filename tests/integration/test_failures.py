@@ -1,4 +1,5 @@
-"""Each error class, produced by real servers and sockets (no mocks)."""
+"""Network failures and timeouts, produced by real sockets (no mocks). Missing objects and malformed input:
+test_bad_input.py; credentials and permissions: test_credentials.py."""
 
 from __future__ import annotations
 
@@ -8,67 +9,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from torch.utils.data.datapipes.iter import IterableWrapper
 
-from tests.s3_server import MotoServer, free_loopback_port
-from torchdata_s3 import (
-    InvalidS3UrlError,
-    S3Client,
-    S3Config,
-    S3FileLister,
-    S3FileLoader,
-    S3FileNotFoundError,
-    S3NetworkError,
-    S3PermissionError,
-    S3TimeoutError,
-)
+from tests.s3_server import free_loopback_port
+from torchdata_s3 import S3Client, S3Config, S3NetworkError, S3TimeoutError
 
 pytestmark = pytest.mark.integration
-
-
-def first_stream_read(url: str, **options: object) -> bytes:
-    [(_url, stream)] = list(S3FileLoader(IterableWrapper([url]), **options))
-    return stream.read()
-
-
-def test_missing_key(bucket: str) -> None:
-    with pytest.raises(S3FileNotFoundError, match=rf"s3://{bucket}/absent.*NoSuchKey.*HTTP 404") as caught:
-        first_stream_read(f"s3://{bucket}/absent")
-    assert (caught.value.s3_error_code, caught.value.http_status) == ("NoSuchKey", 404)
-    assert caught.value.url == f"s3://{bucket}/absent"
-
-
-def test_missing_bucket(s3_endpoint: str) -> None:
-    with pytest.raises(S3FileNotFoundError, match="NoSuchBucket"):
-        first_stream_read("s3://absent-bucket/key")
-
-
-@pytest.mark.parametrize("url", ["", "s3://", "s3:///key", "gs://bucket/key", "bucket/key"])
-def test_malformed_urls(s3_endpoint: str, url: str) -> None:
-    with pytest.raises(InvalidS3UrlError):
-        first_stream_read(url)
-
-
-@pytest.fixture(scope="module")
-def authenticating_server() -> Iterator[MotoServer]:
-    server = MotoServer(extra_env={"INITIAL_NO_AUTH_ACTION_COUNT": "0"})  # moto checks every signature
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-def test_unknown_credentials_are_a_permission_error(authenticating_server: MotoServer) -> None:
-    config = S3Config(
-        endpoint_url=authenticating_server.endpoint_url,
-        access_key_id="AKIAUNKNOWNKEY000000",
-        secret_access_key="not-the-secret-value",
-    )
-    with pytest.raises(S3PermissionError, match=r"s3://any-bucket/key.*HTTP 403") as caught:
-        S3Client(config).open("s3://any-bucket/key").read()
-    assert "not-the-secret-value" not in str(caught.value)
-    with pytest.raises(S3PermissionError, match="HTTP 403"):
-        list(S3FileLister(IterableWrapper(["s3://any-bucket/"]), config=config))
 
 
 def test_connection_refused_is_a_network_error() -> None:

@@ -1,11 +1,12 @@
-"""S3FileLister / list_files_by_s3 against a real S3-protocol server."""
+"""S3FileLister / list_files_by_s3 against a real S3-protocol server. Odd keys, missing buckets and malformed
+input: test_bad_input.py."""
 
 from __future__ import annotations
 
 import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
-from torchdata_s3 import InvalidS3UrlError, S3FileLister, S3FileNotFoundError
+from torchdata_s3 import S3FileLister
 
 pytestmark = pytest.mark.integration
 
@@ -80,34 +81,3 @@ def test_more_than_one_page(boto_s3, bucket: str) -> None:  # type: ignore[no-un
         boto_s3.put_object(Bucket=bucket, Key=key, Body=b"")
     assert listed(f"s3://{bucket}/many/") == urls(bucket, keys)  # two pages of the server's 1000
     assert listed(f"s3://{bucket}/many/", page_size=7) == urls(bucket, keys)
-
-
-ODD_KEYS = [
-    "odd/with space.txt",
-    "odd/plus+sign",
-    "odd/percent%20literal",
-    "odd/amp&ersand",
-    "odd/less<than>greater",
-    "odd/quote\"apos'",
-    "odd/ünïcødé/日本語.txt",
-    "odd/emoji-🚀",
-    "odd/question?hash#",
-    "odd/equals=semi;colon",
-]
-
-
-def test_odd_keys_round_trip(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
-    for key in ODD_KEYS:
-        boto_s3.put_object(Bucket=bucket, Key=key, Body=b"x")
-    assert listed(f"s3://{bucket}/odd/") == urls(bucket, sorted(ODD_KEYS, key=lambda k: k.encode()))
-    assert listed(f"s3://{bucket}/odd/with space") == urls(bucket, ["odd/with space.txt"])
-
-
-def test_missing_bucket(s3_endpoint: str) -> None:
-    with pytest.raises(S3FileNotFoundError, match=r"s3://no-such-bucket/.*NoSuchBucket"):
-        listed("s3://no-such-bucket/")
-
-
-def test_malformed_input(s3_endpoint: str) -> None:
-    with pytest.raises(InvalidS3UrlError, match="'http://x/y'"):
-        listed("http://x/y")

@@ -1,0 +1,174 @@
+"""docs/errors.md against the code: the classes, their bases and errno, and every hint a message can end with.
+Also the message rules the catalogue states (status names, escaped URLs, errno through pickling)."""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import pickle
+import re
+from pathlib import Path
+
+import pytest
+
+import torchdata_s3
+from torchdata_s3.errors import CREDENTIALS_HOW_TO, _classify, credentials_unavailable, error_from_native
+
+CATALOGUE = (Path(__file__).resolve().parents[2] / "docs" / "errors.md").read_text()
+
+
+def table_rows(heading: str) -> list[list[str]]:
+    """The cells of the data rows of the first table after `heading`."""
+    section = CATALOGUE.split(f"\n{heading}\n", 1)[1]
+    rows = []
+    for line in section.splitlines():
+        if rows and not line.startswith("|"):
+            break
+        if line.startswith("|") and not line.startswith("| ---"):
+            rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
+    return rows[1:]  # without the header
+
+
+def named(cell: str) -> list[str]:
+    return re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", cell)
+
+
+def exported_exceptions() -> set[str]:
+    return {
+        name
+        for name in torchdata_s3.__all__
+        if isinstance(getattr(torchdata_s3, name), type)
+        and issubclass(getattr(torchdata_s3, name), Exception)
+    }
+
+
+def test_the_classes_table_matches_the_code() -> None:
+    rows = table_rows("## The classes")
+    documented = {named(cls_cell)[0] for cls_cell, _, _ in rows}
+    assert documented == exported_exceptions()
+    for cls_cell, bases_cell, errno_cell in rows:
+        cls = getattr(torchdata_s3, named(cls_cell)[0])
+        for base in named(bases_cell):
+            assert issubclass(cls, getattr(torchdata_s3, base, None) or getattr(builtins, base)), (cls, base)
+        if "not an `OSError`" in errno_cell:
+            assert not issubclass(cls, OSError)
+            continue
+        # DataLoader rebuilds worker errors from their message alone; errno must survive that and pickling.
+        expected = None if errno_cell == "None" else getattr(errno, named(errno_cell)[0])
+        assert cls("message").errno == expected
+        assert pickle.loads(pickle.dumps(cls("message", url="s3://b/k"))).errno == expected
+
+
+@pytest.mark.parametrize("heading", ["### Input", "### Requests"])
+def test_every_class_in_the_catalogue_exists(heading: str) -> None:
+    for row in table_rows(heading):
+        raised = named(row[1])
+        assert raised, row
+        for name in raised:
+            if name.startswith(("AWS_", "http_status", "crt_error")):
+                continue
+            cls = getattr(torchdata_s3, name, None) or getattr(builtins, name)
+            assert issubclass(cls, Exception), name
+            assert name in torchdata_s3.__all__ or name in dir(builtins), name
+
+
+def native_info(**fields: object) -> dict:
+    info = {
+        "kind": "crt",
+        "crt_error_name": "AWS_ERROR_S3_INVALID_RESPONSE_STATUS",
+        "crt_error_message": "Invalid response status from request",
+        "http_status": 0,
+        "s3_error_code": "",
+        "s3_error_message": "",
+        "operation": "GetObject",
+        "bucket": "bkt",
+        "key": "dir/file.bin",
+        "detail": "",
+    }
+    info.update(fields)
+    return info
+
+
+# One failure per branch of the classification.
+EVERY_KIND_OF_FAILURE = [
+    {"kind": "timed_out", "detail": "no data within 10 ms"},
+    {"kind": "short_body", "detail": "the body ended early"},
+    {"http_status": 404, "s3_error_code": "NoSuchKey"},
+    *(
+        {"http_status": 403, "s3_error_code": code}
+        for code in (
+            "AccessDenied",
+            "AllAccessDisabled",
+            "AccountProblem",
+            "InvalidAccessKeyId",
+            "SignatureDoesNotMatch",
+        )
+    ),
+    *(
+        {"http_status": 400, "s3_error_code": code}
+        for code in ("InvalidToken", "ExpiredToken", "TokenRefreshRequired")
+    ),
+    {"crt_error_name": "AWS_AUTH_SIGNING_NO_CREDENTIALS"},
+    {"http_status": 403},
+    {"http_status": 301, "s3_error_code": "PermanentRedirect"},
+    {"http_status": 400, "s3_error_code": "AuthorizationHeaderMalformed"},
+    {"crt_error_name": "AWS_IO_SOCKET_CONNECTION_REFUSED"},
+    {"crt_error_name": "AWS_IO_SOCKET_TIMEOUT"},
+    {"http_status": 503, "s3_error_code": "SlowDown"},
+]
+
+
+@pytest.mark.parametrize(
+    "fields", EVERY_KIND_OF_FAILURE, ids=lambda fields: "-".join(map(str, fields.values()))
+)
+def test_every_hint_is_in_the_catalogue_with_its_class(fields: dict) -> None:
+    info = native_info(**fields)
+    cls, hint = _classify(info)
+    sentence = f"{hint[0].upper()}{hint[1:]}."
+    rows = [row for row in table_rows("### Requests") if sentence == row[3]]
+    assert rows, f"docs/errors.md has no row ending with {sentence!r}"
+    assert any(named(row[1])[0] == cls.__name__ for row in rows), (cls, rows)
+    assert str(error_from_native(info)).endswith(f". {sentence}")
+
+
+def test_credential_remedies_are_in_the_catalogue() -> None:
+    assert f"{CREDENTIALS_HOW_TO[0].upper()}{CREDENTIALS_HOW_TO[1:]}." in CATALOGUE
+    assert f"No credentials were found: {CREDENTIALS_HOW_TO}." in CATALOGUE
+
+
+def test_an_error_answer_without_a_code_is_named_by_its_status() -> None:
+    error = error_from_native(native_info(http_status=403))
+    assert str(error).startswith("GetObject s3://bkt/dir/file.bin failed: Forbidden (HTTP 403). Check the")
+    assert "Invalid response status" not in str(error)
+    assert (error.http_status, error.s3_error_code, error.crt_error) == (
+        403,
+        "",
+        "AWS_ERROR_S3_INVALID_RESPONSE_STATUS",
+    )
+
+
+def test_the_crt_description_follows_a_crt_error_name() -> None:
+    info = native_info(crt_error_name="AWS_IO_SOCKET_CONNECTION_REFUSED", crt_error_message="socket refused")
+    assert str(error_from_native(info)).startswith(
+        "GetObject s3://bkt/dir/file.bin failed: AWS_IO_SOCKET_CONNECTION_REFUSED - socket refused. Check"
+    )
+
+
+def test_control_characters_in_urls_are_shown_escaped() -> None:
+    error = error_from_native(native_info(http_status=404, s3_error_code="NoSuchKey", key="tab\there\x7f"))
+    assert "s3://bkt/tab\\there\\x7f failed: NoSuchKey" in str(error)
+    assert error.url == "s3://bkt/tab\there\x7f"
+    unicode = error_from_native(native_info(http_status=404, s3_error_code="NoSuchKey", key="日本 語"))
+    assert "s3://bkt/日本 語 failed" in str(unicode)
+
+
+def test_credentials_unavailable() -> None:
+    error = credentials_unavailable("s3://b/k", "ListObjectsV2", "something is missing", "do this")
+    assert type(error) is torchdata_s3.S3PermissionError
+    assert str(error) == "ListObjectsV2 s3://b/k failed: something is missing. Do this."
+    assert (error.url, error.operation, error.http_status, error.errno) == (
+        "s3://b/k",
+        "ListObjectsV2",
+        0,
+        13,
+    )
