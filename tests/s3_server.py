@@ -54,6 +54,12 @@ class MotoServer:
         self.log.seek(0)
         return self.log.read().decode(errors="replace")[-limit:]
 
+    def logged_requests(self) -> list[str]:
+        """Every request the server has answered so far, as ``"METHOD /path?query HTTP/1.1"``, in order."""
+        self.log.seek(0)
+        lines = self.log.read().decode(errors="replace").splitlines()
+        return [line.split('"')[1] for line in lines if line.count('"') >= 2 and '] "' in line]
+
     def reset(self) -> None:
         request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")
         urllib.request.urlopen(request, timeout=10).close()

@@ -32,6 +32,7 @@ from .errors import (
 )
 from .lister import S3FileLister
 from .loader import S3FileLoader
+from .shared_listing import list_files_once
 from .url import S3Url, parse_s3_url
 
 __version__ = _core.__version__
@@ -50,6 +51,7 @@ __all__ = [
     "S3PermissionError",
     "S3TimeoutError",
     "S3Url",
+    "list_files_once",
     "parse_s3_url",
 ]
 
