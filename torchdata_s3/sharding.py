@@ -1,4 +1,13 @@
-"""Taking part in torch's DataPipe sharding protocol (DataLoader workers, torch.distributed ranks)."""
+"""Taking part in torch's DataPipe sharding protocol (DataLoader workers, torch.distributed ranks).
+
+Ranks need no policy of our own: torch's DataLoader (checked against torch 2.13) already shards an
+IterDataPipe across ranks. With ``torch.distributed`` initialized it reads ``world_size`` and ``rank``; each
+worker ``w`` then calls ``apply_sharding(world_size * num_workers, w * world_size + rank)`` in the DEFAULT
+group (``num_workers=0``: ``apply_sharding(world_size, rank)`` in the main process), and it shares one shuffle
+seed across ranks and workers. Whatever is the pipeline's single sharding point -- a ``sharding_filter()`` or
+our loader -- thus keeps a share disjoint from every other (rank, worker). torchdata's DataLoader2 (its
+DistributedReadingService) applies DISTRIBUTED and MULTIPROCESSING groups instead; ShardSpec combines them.
+"""
 
 from __future__ import annotations
 
