@@ -1,5 +1,6 @@
 #include "crt_runtime.h"
 
+#include <aws/auth/auth.h>
 #include <aws/common/logging.h>
 #include <aws/io/channel.h>
 #include <aws/io/channel_bootstrap.h>
@@ -8,9 +9,12 @@
 #include <aws/s3/s3.h>
 #include <unistd.h>
 
+#include <cstdarg>
+#include <cstdio>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace torchdata_s3 {
 namespace {
@@ -28,6 +32,42 @@ constexpr size_t kChannelMessageBytes = 256 * 1024;
 [[noreturn]] void throw_last_crt_error(const char* what) {
     throw std::runtime_error(std::string(what) + ": " + aws_error_name(aws_last_error()));
 }
+
+// The CRT's signer logs each canonical request at INFO, and a canonical request holds the session token
+// (x-amz-security-token). The logger we install passes every line to the CRT's standard stderr logger but
+// never lets the signer log below WARN, so that no log level writes credentials to stderr.
+constexpr aws_log_level kSigningLogCeiling = AWS_LL_WARN;
+
+aws_logger g_stderr_logger;  // the CRT's standard logger, initialised by enable_crt_logging
+
+aws_log_level credential_safe_level(aws_logger* /*logger*/, aws_log_subject_t subject) {
+    const aws_log_level level = g_stderr_logger.vtable->get_log_level(&g_stderr_logger, subject);
+    return subject == AWS_LS_AUTH_SIGNING && level > kSigningLogCeiling ? kSigningLogCeiling : level;
+}
+
+int credential_safe_log(aws_logger* /*logger*/, aws_log_level level, aws_log_subject_t subject, const char* format,
+                        ...) {
+    va_list args;
+    va_start(args, format);
+    va_list measuring;
+    va_copy(measuring, args);
+    const int length = std::vsnprintf(nullptr, 0, format, measuring);
+    va_end(measuring);
+    std::vector<char> line(length > 0 ? static_cast<size_t>(length) + 1 : 1, '\0');
+    std::vsnprintf(line.data(), line.size(), format, args);
+    va_end(args);
+    return g_stderr_logger.vtable->log(&g_stderr_logger, level, subject, "%s", line.data());
+}
+
+void credential_safe_clean_up(aws_logger* /*logger*/) { aws_logger_clean_up(&g_stderr_logger); }
+
+int credential_safe_set_level(aws_logger* /*logger*/, aws_log_level level) {
+    return aws_logger_set_log_level(&g_stderr_logger, level);
+}
+
+aws_logger_vtable g_credential_safe_vtable = {credential_safe_log, credential_safe_level, credential_safe_clean_up,
+                                              credential_safe_set_level};
+aws_logger g_credential_safe_logger = {&g_credential_safe_vtable, nullptr, nullptr};
 
 }  // namespace
 
@@ -86,7 +126,6 @@ CrtRuntime::~CrtRuntime() {
 }
 
 void enable_crt_logging(const char* level_name) {
-    static aws_logger logger;
     static bool initialised = false;
     static std::mutex mutex;
     std::lock_guard<std::mutex> lock(mutex);
@@ -97,16 +136,16 @@ void enable_crt_logging(const char* level_name) {
                                     "' (use none, fatal, error, warn, info, debug or trace)");
     }
     if (initialised) {
-        aws_logger_set_log_level(&logger, level);
+        aws_logger_set_log_level(&g_credential_safe_logger, level);
         return;
     }
     aws_logger_standard_options options = {};
     options.level = level;
     options.file = stderr;
-    if (aws_logger_init_standard(&logger, aws_default_allocator(), &options) != AWS_OP_SUCCESS) {
+    if (aws_logger_init_standard(&g_stderr_logger, aws_default_allocator(), &options) != AWS_OP_SUCCESS) {
         throw_last_crt_error("initialising CRT logging");
     }
-    aws_logger_set(&logger);
+    aws_logger_set(&g_credential_safe_logger);
     initialised = true;
 }
 

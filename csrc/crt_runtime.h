@@ -39,7 +39,8 @@ private:
     aws_client_bootstrap* bootstrap_ = nullptr;
 };
 
-// Turns on the CRT's own logging to stderr ("error", "warn", "info", "debug", "trace"). Process-wide.
+// Turns on the CRT's own logging to stderr ("error", "warn", "info", "debug", "trace"). Process-wide. The
+// request signer never logs below "warn": its INFO lines hold session tokens.
 void enable_crt_logging(const char* level_name);
 
 }  // namespace torchdata_s3

@@ -130,8 +130,19 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
         part = config.part_size_bytes
         reading_window = config.read_window_bytes if self.multi_part_download else part
         window = PrefetchWindow(self.prefetch, self.max_inflight_bytes, part, reading_window)
+        targets = self._targets()
+        failure: Optional[Exception] = None
         try:
-            for target in self._targets():
+            while True:
+                try:
+                    target = next(targets)
+                except StopIteration:
+                    break
+                except Exception as error:
+                    # A bad input or a failed listing found while looking ahead: the objects before it are
+                    # yielded first, so errors arrive in input order, as request errors do.
+                    failure = error
+                    break
                 cost = window.cost_of(target.size)
                 while not window.has_room_for(cost):
                     url, stream = window.pop()
@@ -141,6 +152,8 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
             while window:
                 url, stream = window.pop()
                 yield url, StreamWrapper(stream, name=url)
+            if failure is not None:
+                raise failure
         finally:
             window.close()
 
