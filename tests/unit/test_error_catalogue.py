@@ -115,6 +115,14 @@ EVERY_KIND_OF_FAILURE = [
     {"crt_error_name": "AWS_IO_SOCKET_CONNECTION_REFUSED"},
     {"crt_error_name": "AWS_IO_SOCKET_TIMEOUT"},
     {"http_status": 503, "s3_error_code": "SlowDown"},
+    {
+        "http_status": 412,
+        "crt_error_name": "AWS_ERROR_S3_OBJECT_MODIFIED",
+        "s3_error_code": "PreconditionFailed",
+    },
+    {"crt_error_name": "AWS_ERROR_HTTP_CHANNEL_THROUGHPUT_FAILURE"},
+    {"crt_error_name": "AWS_ERROR_S3_INTERNAL_ERROR"},
+    {"http_status": 500, "s3_error_code": "InternalError"},
 ]
 
 

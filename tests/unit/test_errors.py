@@ -48,6 +48,11 @@ def native_info(**fields: object) -> dict:
         ({"crt_error_name": "AWS_ERROR_S3_OBJECT_MODIFIED"}, S3IntegrityError, S3Error),
         ({"http_status": 503, "s3_error_code": "SlowDown"}, S3Error, OSError),
         ({"http_status": 500, "s3_error_code": "InternalError"}, S3Error, OSError),
+        # What the CRT reports once every retry failed: no HTTP status any more, only its error name.
+        ({"crt_error_name": "AWS_ERROR_S3_SLOW_DOWN"}, S3Error, OSError),
+        ({"crt_error_name": "AWS_ERROR_S3_INTERNAL_ERROR"}, S3Error, OSError),
+        ({"crt_error_name": "AWS_IO_SOCKET_CLOSED"}, S3NetworkError, ConnectionError),
+        ({"crt_error_name": "AWS_ERROR_HTTP_CHANNEL_THROUGHPUT_FAILURE"}, S3TimeoutError, TimeoutError),
     ],
 )
 def test_classification(fields: dict, expected: type, builtin: type) -> None:
@@ -89,3 +94,9 @@ def test_errors_pickle_with_their_attributes() -> None:
 def test_constructible_from_a_message_alone(cls: type) -> None:
     # DataLoader re-raises worker exceptions as exc_type(message).
     assert str(cls("worker said so")) == "worker said so"
+
+
+@pytest.mark.parametrize("crt_error", ["AWS_ERROR_S3_SLOW_DOWN", "AWS_ERROR_S3_INTERNAL_ERROR"])
+def test_exhausted_retries_are_named_as_such(crt_error: str) -> None:
+    message = str(error_from_native(native_info(crt_error_name=crt_error)))
+    assert "retries" in message or "retry" in message, message
