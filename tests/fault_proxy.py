@@ -1,0 +1,381 @@
+"""A fault-injecting HTTP/1.1 reverse proxy for the tests: it sits between the code under test and the moto
+server and, for chosen requests, answers 503/500, drops the connection, cuts or stalls the body.
+
+Real sockets on loopback, one thread per client connection, keep-alive towards the client (the CRT reuses
+connections); one fresh upstream connection per request (moto's server closes after every answer). Faults
+are chosen per request from a seeded RNG, or forced for "the next N" eligible requests so that a test can
+aim at one request exactly. What was injected is counted, and every request is recorded.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import enum
+import http.client
+import random
+import select
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from typing import Callable, Optional
+from urllib.parse import urlsplit
+
+
+class Fault(str, enum.Enum):
+    """What the proxy can do to one request instead of forwarding it faithfully."""
+
+    SLOW_DOWN = "slow_down"  # answer 503 with S3's SlowDown error document
+    INTERNAL_ERROR = "internal_error"  # answer 500 with S3's InternalError error document
+    DROP = "drop"  # read the request, then close the connection without answering
+    CUT_BODY = "cut_body"  # forward the answer's headers (true Content-Length) and half its body, then close
+    STALL_BODY = "stall_body"  # forward the headers and half the body, then send nothing more
+    NO_ANSWER = "no_answer"  # read the request, then send nothing at all
+
+
+# Faults that need the upstream's answer to be applied (the others are decided without asking moto).
+_NEEDS_UPSTREAM = {Fault.CUT_BODY, Fault.STALL_BODY}
+# A fixed order makes one RNG draw map to the same fault for the same seed.
+_DRAW_ORDER = list(Fault)
+
+_HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+}
+
+_ERROR_DOCUMENTS = {
+    Fault.SLOW_DOWN: (503, "Slow Down", "SlowDown", "Please reduce your request rate."),
+    Fault.INTERNAL_ERROR: (
+        500,
+        "Internal Server Error",
+        "InternalError",
+        "We encountered an internal error.",
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ProxiedRequest:
+    """One request as the proxy received it."""
+
+    method: str
+    target: str  # path and query, as sent
+    headers: Mapping[str, str]  # lower-cased names
+
+    @property
+    def path(self) -> str:
+        return urlsplit(self.target).path
+
+    @property
+    def query(self) -> str:
+        return urlsplit(self.target).query
+
+    @property
+    def is_get_object(self) -> bool:
+        """A path-style GetObject (``GET /bucket/key``); ListObjects is ``GET /bucket?list-type=2``."""
+        bucket, _, key = self.path.lstrip("/").partition("/")
+        return self.method == "GET" and bool(bucket) and bool(key) and "list-type" not in self.query
+
+
+def is_get_object(request: ProxiedRequest) -> bool:
+    return request.is_get_object
+
+
+def any_request(request: ProxiedRequest) -> bool:
+    return True
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestRecord:
+    """What the proxy saw and did: one entry per request, in order of arrival."""
+
+    method: str
+    path: str
+    query: str
+    range: str  # the Range header, "" if none
+    if_match: str  # the If-Match header, "" if none
+    fault: Optional[Fault]
+    status: int  # status sent (or that would have been sent, for cut and stalled bodies); 0 if none
+
+
+class FaultProxy:
+    """``http://127.0.0.1:<free port>`` forwarding to ``127.0.0.1:upstream_port`` with faults on request.
+
+    Args:
+        upstream_port: the port of the real server on loopback.
+        seed: seeds the RNG that draws faults.
+        stall_s: how long a stalled or unanswered request stays silent at most (it also ends when the
+            client closes the connection, or the proxy stops).
+    """
+
+    def __init__(self, upstream_port: int, *, seed: int = 0, stall_s: float = 60.0) -> None:
+        self.upstream_port = upstream_port
+        self.stall_s = stall_s
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._rates: dict[Fault, float] = {}
+        self._eligible: Callable[[ProxiedRequest], bool] = is_get_object
+        self._forced: collections.deque[Fault] = collections.deque()
+        self._injected: collections.Counter[Fault] = collections.Counter()
+        self._records: list[RequestRecord] = []
+        self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._threads: list[threading.Thread] = []
+
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(128)
+        self._listener.settimeout(0.2)  # the accept loop checks for stop() this often
+        self.port = self._listener.getsockname()[1]
+        self.endpoint_url = f"http://127.0.0.1:{self.port}"
+        self._acceptor = threading.Thread(target=self._accept_loop, name="fault-proxy-accept", daemon=True)
+        self._acceptor.start()
+
+    # ---- configuration -------------------------------------------------------------------------------------
+
+    def set_rates(
+        self, rates: Mapping[Fault, float], *, eligible: Callable[[ProxiedRequest], bool] = is_get_object
+    ) -> None:
+        """Each eligible request gets fault F with probability ``rates[F]`` (one draw per request)."""
+        if any(rate < 0 for rate in rates.values()) or sum(rates.values()) > 1:
+            raise ValueError(f"fault rates must be >= 0 and sum to at most 1, got {dict(rates)}")
+        with self._lock:
+            self._rates = dict(rates)
+            self._eligible = eligible
+
+    def force(
+        self, fault: Fault, count: int = 1, *, eligible: Optional[Callable[[ProxiedRequest], bool]] = None
+    ) -> None:
+        """The next `count` eligible requests get `fault`, before any drawn by rate."""
+        with self._lock:
+            if eligible is not None:
+                self._eligible = eligible
+            self._forced.extend([fault] * count)
+
+    @property
+    def injected(self) -> collections.Counter[Fault]:
+        """How many times each fault was injected so far."""
+        with self._lock:
+            return collections.Counter(self._injected)
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        with self._lock:
+            return list(self._records)
+
+    def attempts(self, path: str, method: str = "GET") -> int:
+        """How many requests for `path` (``/bucket/key``) reached the proxy."""
+        return sum(1 for record in self.records if record.path == path and record.method == method)
+
+    # ---- life cycle ----------------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stops accepting, closes every client connection (ending stalls), and joins the threads."""
+        self._stopping.set()
+        self._acceptor.join(timeout=5)
+        self._listener.close()
+        with self._lock:
+            connections = list(self._connections)
+            threads = list(self._threads)
+        for connection in connections:
+            with contextlib.suppress(OSError):  # already closed by the peer
+                connection.shutdown(socket.SHUT_RDWR)
+        for thread in threads:
+            thread.join(timeout=5)
+        alive = [thread.name for thread in threads if thread.is_alive()]
+        if alive:
+            raise RuntimeError(f"fault proxy threads did not end: {alive}")
+
+    def __enter__(self) -> FaultProxy:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # ---- serving -------------------------------------------------------------------------------------------
+
+    def _accept_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                connection, _ = self._listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return  # listener closed
+            connection.settimeout(None)
+            thread = threading.Thread(
+                target=self._serve_connection, args=(connection,), name="fault-proxy-conn", daemon=True
+            )
+            with self._lock:
+                self._connections.add(connection)
+                self._threads = [t for t in self._threads if t.is_alive()]
+                self._threads.append(thread)
+            thread.start()
+
+    def _serve_connection(self, connection: socket.socket) -> None:
+        reader = connection.makefile("rb")
+        try:
+            while not self._stopping.is_set():
+                request = self._read_request(reader)
+                if request is None:
+                    return
+                request_obj, body = request
+                if not self._answer(connection, request_obj, body):
+                    return
+        except OSError:
+            return  # the client went away, or stop() shut the socket
+        finally:
+            with self._lock:
+                self._connections.discard(connection)
+            reader.close()
+            connection.close()
+
+    def _read_request(self, reader: object) -> Optional[tuple[ProxiedRequest, bytes]]:
+        line = reader.readline(65537)  # type: ignore[attr-defined]
+        if not line:
+            return None
+        method, target, _version = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
+        headers: dict[str, str] = {}
+        while True:
+            header_line = reader.readline(65537).decode("latin-1")  # type: ignore[attr-defined]
+            if header_line in ("\r\n", "\n", ""):
+                break
+            name, _, value = header_line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            # Nothing the tests send through the proxy (GETs) has a chunked body; refuse rather than guess.
+            raise OSError("fault proxy: chunked request bodies are not supported")
+        length = int(headers.get("content-length", "0") or 0)
+        body = reader.read(length) if length else b""  # type: ignore[attr-defined]
+        return ProxiedRequest(method, target, headers), body
+
+    def _choose_fault(self, request: ProxiedRequest) -> Optional[Fault]:
+        with self._lock:
+            if not self._eligible(request):
+                return None
+            if self._forced:
+                return self._forced.popleft()
+            if not self._rates:
+                return None
+            draw = self._rng.random()
+            threshold = 0.0
+            for fault in _DRAW_ORDER:
+                threshold += self._rates.get(fault, 0.0)
+                if draw < threshold:
+                    return fault
+            return None
+
+    def _record(self, request: ProxiedRequest, fault: Optional[Fault], status: int) -> None:
+        with self._lock:
+            if fault is not None:
+                self._injected[fault] += 1
+            self._records.append(
+                RequestRecord(
+                    request.method,
+                    request.path,
+                    request.query,
+                    request.headers.get("range", ""),
+                    request.headers.get("if-match", ""),
+                    fault,
+                    status,
+                )
+            )
+
+    def _answer(self, connection: socket.socket, request: ProxiedRequest, body: bytes) -> bool:
+        """Answers one request; returns whether the connection stays open for the next one."""
+        fault = self._choose_fault(request)
+        if fault in (Fault.DROP, Fault.NO_ANSWER):
+            self._record(request, fault, 0)
+            if fault is Fault.NO_ANSWER:
+                self._stay_silent(connection)
+            return False
+        if fault in _ERROR_DOCUMENTS:
+            status, reason, code, message = _ERROR_DOCUMENTS[fault]
+            document = (
+                '<?xml version="1.0" encoding="UTF-8"?>\n'
+                f"<Error><Code>{code}</Code><Message>{message}</Message>"
+                f"<RequestId>fault-proxy</RequestId></Error>"
+            ).encode()
+            head = _response_head(status, reason, [("Content-Type", "application/xml")], len(document))
+            self._record(request, fault, status)
+            connection.sendall(head + document)
+            return _keeps_alive(request)
+
+        status, reason, headers, payload = self._forward(request, body)
+        length = len(payload)
+        if request.method == "HEAD" or status in (204, 304):
+            # No body on the wire, but Content-Length still describes the resource.
+            length = int(dict((k.lower(), v) for k, v in headers).get("content-length", "0"))
+            payload = b""
+        if fault in _NEEDS_UPSTREAM and len(payload) < 2:
+            fault = None  # nothing to cut: the answer goes through whole and no fault is counted
+        head = _response_head(status, reason, headers, length)
+        self._record(request, fault, status)
+        if fault is None:
+            connection.sendall(head + payload)
+            return _keeps_alive(request)
+        connection.sendall(head + payload[: len(payload) // 2])
+        if fault is Fault.STALL_BODY:
+            self._stay_silent(connection)
+        return False  # the body is incomplete: this connection cannot carry another answer
+
+    def _forward(self, request: ProxiedRequest, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
+        upstream = http.client.HTTPConnection("127.0.0.1", self.upstream_port, timeout=30)
+        try:
+            upstream.putrequest(request.method, request.target, skip_host=True, skip_accept_encoding=True)
+            for name, value in request.headers.items():
+                if name not in _HOP_BY_HOP:
+                    upstream.putheader(name, value)
+            if body or request.method in ("PUT", "POST"):
+                upstream.putheader("Content-Length", str(len(body)))
+            upstream.putheader("Connection", "close")
+            upstream.endheaders(body or None)
+            response = upstream.getresponse()
+            payload = response.read()  # Content-Length, chunked or until close: http.client handles all
+            headers = [
+                (name, value) for name, value in response.getheaders() if name.lower() not in _HOP_BY_HOP
+            ]
+            if request.method == "HEAD":
+                length = response.getheader("Content-Length")
+                if length is not None:
+                    headers.append(("Content-Length", length))
+            return response.status, response.reason, headers, payload
+        except (OSError, http.client.HTTPException) as error:
+            message = f"fault proxy could not reach the upstream: {error}".encode()
+            return 502, "Bad Gateway", [("Content-Type", "text/plain")], message
+        finally:
+            upstream.close()
+
+    def _stay_silent(self, connection: socket.socket) -> None:
+        """Sends nothing until stall_s passes, the client closes the connection, or the proxy stops."""
+        deadline = time.monotonic() + self.stall_s
+        while time.monotonic() < deadline and not self._stopping.is_set():
+            readable, _, _ = select.select([connection], [], [], 0.1)
+            if readable:
+                try:
+                    if not connection.recv(65536, socket.MSG_PEEK):
+                        return  # the client gave up and closed
+                    connection.recv(65536)  # discard whatever else it sends meanwhile
+                except OSError:
+                    return
+
+
+def _response_head(status: int, reason: str, headers: list[tuple[str, str]], length: int) -> bytes:
+    lines = [f"HTTP/1.1 {status} {reason}"]
+    lines += [f"{name}: {value}" for name, value in headers if name.lower() not in _HOP_BY_HOP]
+    lines.append(f"Content-Length: {length}")
+    lines.append("Connection: keep-alive")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _keeps_alive(request: ProxiedRequest) -> bool:
+    return request.headers.get("connection", "").lower() != "close"
