@@ -15,6 +15,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "single_attempt_retry.h"
+
 namespace torchdata_s3 {
 
 constexpr uint64_t kPoolReserveBytes = 128ull * 1024 * 1024;
@@ -129,7 +131,7 @@ void S3Client::create_client() {
     config.max_active_connections_override = options_.max_connections;
     config.memory_limit_in_bytes = options_.memory_limit_bytes;
     config.connect_timeout_ms = options_.connect_timeout_ms;
-    config.retry_config.max_retries = options_.max_retries;
+    config.retry_config.max_retries = options_.max_retries;  // 0 is the CRT's default (5): see below
     // Read backpressure bounds what each open object may buffer; every stream then widens its own window.
     config.enable_read_backpressure = true;
     config.initial_read_window = options_.part_size_bytes;
@@ -160,6 +162,17 @@ void S3Client::create_client() {
         config.tls_mode = AWS_MR_TLS_DISABLED;
     }
 
+    // "No retries" needs a strategy of its own: the CRT's built-in one always retries at least once.
+    aws_retry_strategy* single_attempt = nullptr;
+    if (options_.max_retries == 0) {
+        single_attempt = new_single_attempt_retry_strategy(alloc);
+        if (!single_attempt) {
+            if (use_tls) aws_tls_connection_options_clean_up(&tls_connection);
+            throw_crt_error("creating the retry strategy");
+        }
+        config.retry_strategy = single_attempt;
+    }
+
     config.shutdown_callback = &ShutdownWaiter::on_shutdown;
     config.shutdown_callback_user_data = shutdown_.get();
 
@@ -171,6 +184,7 @@ void S3Client::create_client() {
     pool_pin_budget_ = limit > kPoolReserveBytes ? (limit - kPoolReserveBytes) / 2 : 0;
 
     client_ = aws_s3_client_new(alloc, &config);
+    aws_retry_strategy_release(single_attempt);  // the client holds its own reference (or none, if it failed)
     if (use_tls) aws_tls_connection_options_clean_up(&tls_connection);
     if (!client_) throw_crt_error("creating the S3 client");
 }
