@@ -21,8 +21,22 @@ from benchmarks.report import summarize, table, validate, write_json
 from benchmarks.runner import Case, Run, run_interleaved
 
 REPO = Path(__file__).resolve().parent.parent
-UNITS = {"text": "samples/s", "large": "MB/s", "small": "objects/s", "listing": "keys/s"}
-DATASET_OF = {"text": "text", "large": "large", "small": "small", "listing": "list"}
+UNITS = {
+    "text": "samples/s",
+    "large": "MB/s",
+    "small": "objects/s",
+    "listing": "keys/s",
+    "stream": "MB/s",
+    "gil": "pace %",
+}
+DATASET_OF = {
+    "text": "text",
+    "large": "large",
+    "small": "small",
+    "listing": "list",
+    "stream": "huge",
+    "gil": "large",
+}
 
 
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
@@ -44,6 +58,7 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--small-count", type=int, default=2000)
     p.add_argument("--small-size-kb", type=int, default=110)
     p.add_argument("--list-count", type=int, default=100_000)
+    p.add_argument("--stream-size-mib", type=int, default=1024, help="the stream workload's one object")
     p.add_argument(
         "--quick", action="store_true", help="small sizes and 2 rounds: a few minutes, for a smoke run"
     )
@@ -61,6 +76,7 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     if args.quick:
         args.rounds, args.scale, args.text_shards = 2, 0.02, 2
         args.large_count, args.large_size_mib, args.small_count, args.list_count = 4, 32, 300, 10_000
+        args.stream_size_mib = 256
         args.batch_sizes = "512"
     return args
 
@@ -116,6 +132,7 @@ def ensure_datasets(args: argparse.Namespace) -> dict:
         "large": datasets.large_spec(args.large_count, args.large_size_mib),
         "small": datasets.small_spec(args.small_count, args.small_size_kb),
         "list": datasets.listing_spec(args.list_count),
+        "huge": datasets.huge_spec(args.stream_size_mib),
     }
     needed = {DATASET_OF[w] for w in args.workloads.split(",")}
     args.data_dir.mkdir(parents=True, exist_ok=True)

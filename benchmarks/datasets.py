@@ -65,6 +65,11 @@ def small_spec(count: int, size_kb: int) -> DatasetSpec:
     return DatasetSpec("small", {"count": count, "size_bytes": size_kb * 1000})
 
 
+def huge_spec(size_mib: int) -> DatasetSpec:
+    """One object read as a stream: the memory workload (the issue's 1 GiB)."""
+    return DatasetSpec("huge", {"count": 1, "size_bytes": size_mib * MiB})
+
+
 def listing_spec(count: int) -> DatasetSpec:
     return DatasetSpec("list", {"count": count})
 
@@ -96,16 +101,22 @@ def _write_text(directory: Path, parameters: dict, progress: Callable[[int], Non
     return Manifest("text", parameters, keys, sizes, crc_sum(crcs), lines=lines_total)
 
 
+def _random_bytes(rng: random.Random, size: int) -> bytes:
+    # randbytes overflows above 256 MiB; 64 MiB blocks keep objects up to that size as they always were.
+    block = 64 * MiB
+    return b"".join(rng.randbytes(min(block, size - start)) for start in range(0, size, block))
+
+
 def _write_objects(
     prefix: str, stem: str, directory: Path, parameters: dict, progress: Callable[[int], None]
 ) -> Manifest:
-    rng = random.Random(2 if prefix == "large" else 3)
+    rng = random.Random({"large": 2, "small": 3}.get(prefix, 4))
     keys, sizes, crcs = [], [], []
     for index in range(parameters["count"]):
         key = f"{prefix}/{stem}-{index:05d}.bin"
         path = directory / key
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = rng.randbytes(parameters["size_bytes"])
+        data = _random_bytes(rng, parameters["size_bytes"])
         path.write_bytes(data)
         keys.append(key)
         sizes.append(len(data))
@@ -145,6 +156,8 @@ def ensure_dataset(root: Path, spec: DatasetSpec) -> Manifest:
             manifest = _write_objects("large", "obj", bucket_dir, spec.parameters, bar.update)
         elif spec.name == "small":
             manifest = _write_objects("small", "img", bucket_dir, spec.parameters, bar.update)
+        elif spec.name == "huge":
+            manifest = _write_objects("huge", "obj", bucket_dir, spec.parameters, bar.update)
         elif spec.name == "list":
             manifest = _write_listing(bucket_dir, spec.parameters, bar.update)
         else:

@@ -54,6 +54,8 @@ class Run:
 
 
 def throughput(case: Case, result: dict) -> float:
+    if case.unit == "pace %":
+        return result["extra"]["pace_percent"]
     if case.unit == "MB/s":
         return result["bytes"] / 1e6 / result["seconds"]
     return result["items"] / result["seconds"]

@@ -18,7 +18,7 @@ CLIENTS = {
 }
 OURS = "torchdata_s3"
 CEILING = "raw-http"
-WORKLOADS = ("text", "large", "small", "listing")
+WORKLOADS = ("text", "large", "small", "listing", "stream", "gil")
 
 
 def load(name: str) -> ModuleType:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import boto3
 from botocore.config import Config
 
-from .common import Context, Measurement, consume_keys, consume_objects
+from .common import Context, Measurement, consume_keys, consume_objects, gil_pace
 
 NAME = "boto3"
 CONFIGURATION = (
@@ -42,3 +42,8 @@ def listing(ctx: Context) -> Measurement:
                 yield entry["Key"]
 
     return consume_keys(keys(), ctx)
+
+
+# One 1 GiB object read the same way (the memory workload), and the large objects beside a Python thread.
+stream = large
+gil = gil_pace(large)

@@ -8,7 +8,7 @@ import zlib
 from boto3.s3.transfer import TransferConfig
 
 from .boto3_get import client
-from .common import Context, Digest, Measurement, MiB, Stopwatch
+from .common import Context, Digest, Measurement, MiB, Stopwatch, gil_pace
 
 NAME = "boto3-transfer"
 CONFIGURATION = "download_fileobj into BytesIO, TransferConfig(multipart_chunksize=8 MiB, max_concurrency=10)"
@@ -30,3 +30,7 @@ def large(ctx: Context) -> Measurement:
             del data
             objects += 1
     return Measurement(objects, total, watch.seconds, digest.value())
+
+
+# The large objects beside a Python thread (no `stream`: download_fileobj is not a stream reader).
+gil = gil_pace(large)

@@ -147,3 +147,45 @@ def strip_bucket(url_or_key: str, bucket: str) -> str:
         if url_or_key.startswith(head):
             return url_or_key[len(head) :]
     return url_or_key
+
+
+class _Pacer:
+    """A pure-Python counting loop in its own thread: how often it gets the GIL (and a core) per second."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.count = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+
+    def _spin(self) -> None:
+        stop = self._stop
+        while not stop.is_set():
+            for _ in range(1000):
+                self.count += 1
+
+    def __enter__(self) -> _Pacer:
+        self.started = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.rate = self.count / (time.perf_counter() - self.started)
+
+
+def gil_pace(read_objects: Callable[[Context], Measurement]) -> Callable[[Context], Measurement]:
+    """The ``gil`` workload: a Python thread's pace while the client reads the large objects, relative to
+    its pace alone (``extra["pace_percent"]``). 100% means the client never kept the thread from running."""
+
+    def measure(ctx: Context) -> Measurement:
+        with _Pacer() as alone:
+            time.sleep(1.0)
+        with _Pacer() as beside:
+            measurement = read_objects(ctx)
+        measurement.extra["pace_percent"] = 100.0 * beside.rate / alone.rate
+        return measurement
+
+    return measure

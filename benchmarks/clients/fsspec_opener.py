@@ -10,7 +10,7 @@ with warnings.catch_warnings():
 from torch.utils.data import DataLoader
 from torch.utils.data.datapipes.iter import IterableWrapper
 
-from .common import Context, Measurement, consume_objects, consume_text
+from .common import Context, Measurement, consume_objects, consume_text, gil_pace
 
 NAME = "fsspec"
 CONFIGURATION = "IterableWrapper(urls).sharding_filter().open_files_by_fsspec(mode='rb'), s3fs defaults"
@@ -40,3 +40,8 @@ def text(ctx: Context) -> Measurement:
         return DataLoader(pipe, batch_size=ctx.batch_size, num_workers=ctx.num_workers)
 
     return consume_text(make_loader, ctx)
+
+
+# One 1 GiB object read the same way (the memory workload), and the large objects beside a Python thread.
+stream = large
+gil = gil_pace(large)

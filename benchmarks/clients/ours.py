@@ -7,7 +7,16 @@ from torch.utils.data.datapipes.iter import IterableWrapper
 
 import torchdata_s3
 
-from .common import Context, Digest, Measurement, Stopwatch, consume_keys, consume_text
+from .common import (
+    Context,
+    Digest,
+    Measurement,
+    Stopwatch,
+    consume_keys,
+    consume_objects,
+    consume_text,
+    gil_pace,
+)
 
 NAME = "torchdata_s3"
 CONFIGURATION = "S3FileLoader defaults (prefetch 32, 8 MiB parts, 64 MiB read window); read_chunk() (no copy)"
@@ -38,6 +47,13 @@ def _read_objects(ctx: Context) -> Measurement:
 
 large = _read_objects
 small = _read_objects
+gil = gil_pace(large)
+
+
+def stream(ctx: Context) -> Measurement:
+    """The memory workload: file-object reads of READ_SIZE, as most user code does (not read_chunk)."""
+    loader = torchdata_s3.S3FileLoader(IterableWrapper(ctx.urls()), config=_config(ctx))
+    return consume_objects(loader, ctx)
 
 
 def text(ctx: Context) -> Measurement:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import s3fs
 
-from .common import Context, Measurement, consume_bytes_objects, consume_keys, consume_objects, strip_bucket
+from .common import (
+    Context,
+    Measurement,
+    consume_bytes_objects,
+    consume_keys,
+    consume_objects,
+    gil_pace,
+    strip_bucket,
+)
 
 NAME = "s3fs"
 CONFIGURATION = (
@@ -45,3 +53,8 @@ def listing(ctx: Context) -> Measurement:
 
 def _lazy(call):  # type: ignore[no-untyped-def]
     yield from call()
+
+
+# One 1 GiB object read the same way (the memory workload), and the large objects beside a Python thread.
+stream = large
+gil = gil_pace(large)

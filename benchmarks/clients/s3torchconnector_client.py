@@ -5,7 +5,7 @@ from __future__ import annotations
 from s3torchconnector import S3ClientConfig, S3IterableDataset
 from s3torchconnector._s3client import S3Client
 
-from .common import Context, Measurement, consume_keys, consume_objects
+from .common import Context, Measurement, consume_keys, consume_objects, gil_pace
 
 NAME = "s3torchconnector"
 CONFIGURATION = (
@@ -38,3 +38,8 @@ def listing(ctx: Context) -> Measurement:
                 yield info.key
 
     return consume_keys(keys(), ctx)
+
+
+# One 1 GiB object read the same way (the memory workload), and the large objects beside a Python thread.
+stream = large
+gil = gil_pace(large)

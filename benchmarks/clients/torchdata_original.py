@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import warnings
 
-from .common import Context, Measurement, consume_keys, consume_objects, consume_text, strip_bucket
+from .common import Context, Measurement, consume_keys, consume_objects, consume_text, gil_pace, strip_bucket
 
 
 def _import():  # type: ignore[no-untyped-def]
@@ -51,3 +51,8 @@ def listing(ctx: Context) -> Measurement:
     iterable_wrapper, lister, _loader = _import()
     urls = lister(iterable_wrapper([f"s3://{ctx.bucket}/{ctx.prefix}"]))
     return consume_keys((strip_bucket(url, ctx.bucket) for url in urls), ctx)
+
+
+# One 1 GiB object read the same way (the memory workload), and the large objects beside a Python thread.
+stream = large
+gil = gil_pace(large)

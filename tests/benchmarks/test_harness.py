@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import datasets
+from benchmarks.cli import DATASET_OF, UNITS
 from benchmarks.clients import CLIENTS, OURS, WORKLOADS, load
 from benchmarks.clients.common import Context
 from benchmarks.endpoint.nginx import LocalEndpoint, ensure_nginx_installed
@@ -16,8 +17,6 @@ from benchmarks.report import summarize, table, validate
 from benchmarks.runner import Case, Run, check, measure
 
 pytestmark = pytest.mark.integration
-
-UNITS = {"text": "samples/s", "large": "MB/s", "small": "objects/s", "listing": "keys/s"}
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +27,7 @@ def tiny_datasets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]
         "large": datasets.DatasetSpec("large", {"count": 2, "size_bytes": 9 * 1024 * 1024 + 17}),
         "small": datasets.DatasetSpec("small", {"count": 12, "size_bytes": 11_000}),
         "list": datasets.DatasetSpec("list", {"count": 2345}),
+        "huge": datasets.huge_spec(1),
     }
     return root, {name: datasets.ensure_dataset(root, spec) for name, spec in specs.items()}
 
@@ -40,7 +40,7 @@ def endpoint(tiny_datasets: tuple[Path, dict]) -> Iterator[str]:
 
 
 def case_for(workload: str, endpoint_url: str, manifests: dict, verify: bool) -> Case:
-    manifest = manifests["list" if workload == "listing" else workload]
+    manifest = manifests[DATASET_OF[workload]]
     context = Context(
         endpoint_url=endpoint_url,
         bucket=datasets.BUCKET,
@@ -68,6 +68,8 @@ def test_adapter_reads_the_right_bytes(client: str, workload: str, endpoint: str
     assert result["seconds"] > 0
     if client != "raw-http":
         assert result["digest"] == case.expected_digest
+    if workload == "gil":
+        assert 0 < result["extra"]["pace_percent"] < 1000
 
 
 def test_check_rejects_wrong_content(tiny_datasets) -> None:  # type: ignore[no-untyped-def]
