@@ -23,14 +23,14 @@ struct TicketRelease {
 
 }  // namespace
 
-BodyChunk pin_pool_bytes(std::shared_ptr<S3Client> client, aws_s3_buffer_ticket* ticket, const uint8_t* data,
-                         size_t size) {
+BodyChunk pin_pool_bytes(std::shared_ptr<S3Client> client, aws_s3_buffer_ticket* ticket, size_t held_bytes,
+                         const uint8_t* data, size_t size) {
     BodyChunk chunk;
     chunk.data = data;
     chunk.size = size;
-    client->pin_pool_bytes(size);
+    client->pin_pool_bytes(held_bytes);
     aws_s3_buffer_ticket_acquire(ticket);
-    chunk.keeper = std::shared_ptr<aws_s3_buffer_ticket>(ticket, TicketRelease{std::move(client), size});
+    chunk.keeper = std::shared_ptr<aws_s3_buffer_ticket>(ticket, TicketRelease{std::move(client), held_bytes});
     return chunk;
 }
 

@@ -24,9 +24,10 @@ struct BodyChunk {
     explicit operator bool() const { return data != nullptr; }
 };
 
-// Holds `ticket` (the pool buffer `data` points into) until the last copy of the chunk is gone.
-BodyChunk pin_pool_bytes(std::shared_ptr<S3Client> client, aws_s3_buffer_ticket* ticket, const uint8_t* data,
-                         size_t size);
+// Holds `ticket` (the pool buffer of `held_bytes` that `data` points into) until the last copy of the chunk is
+// gone; the client counts `held_bytes` as pinned meanwhile.
+BodyChunk pin_pool_bytes(std::shared_ptr<S3Client> client, aws_s3_buffer_ticket* ticket, size_t held_bytes,
+                         const uint8_t* data, size_t size);
 
 // A chunk with its own heap copy of `size` bytes at `data`.
 BodyChunk copy_bytes(const uint8_t* data, size_t size);

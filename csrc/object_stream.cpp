@@ -2,6 +2,7 @@
 
 #include <aws/common/uri.h>
 #include <aws/http/request_response.h>
+#include <aws/s3/s3_buffer_pool.h>
 #include <aws/s3/s3_client.h>
 #include <unistd.h>
 
@@ -106,10 +107,13 @@ int on_body_unguarded(const aws_byte_cursor* body, const aws_s3_meta_request_rec
     }
     if (body->len == 0) return AWS_OP_SUCCESS;
 
-    // Zero copy while the pool has room to spare; otherwise this is the one copy into memory Python can read.
+    // Zero copy when the part fills most of its pool buffer and the pool has room to spare. Otherwise this is
+    // the one copy into memory Python can read: a small object would hold a whole part-sized buffer.
     std::shared_ptr<S3Client> client = shared->client.lock();
-    if (info.ticket != nullptr && client && client->pinned_pool_bytes() + body->len <= client->pool_pin_budget()) {
-        shared->queue.push_back(pin_pool_bytes(std::move(client), info.ticket, body->ptr, body->len));
+    const size_t held = info.ticket != nullptr ? aws_s3_buffer_ticket_claim(info.ticket).capacity : 0;
+    if (client && held != 0 && body->len >= held / 2 &&
+        client->pinned_pool_bytes() + held <= client->pool_pin_budget()) {
+        shared->queue.push_back(pin_pool_bytes(std::move(client), info.ticket, held, body->ptr, body->len));
     } else {
         shared->queue.push_back(copy_bytes(body->ptr, body->len));
     }

@@ -61,8 +61,8 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
         multi_part_download: download each object as parallel ranged parts [None/True]; False fetches one
             part at a time, as the original did without it.
         config: an :class:`S3Config` [None: resolved from the environment].
-        prefetch: objects requested ahead of the one being read [32].
-        max_inflight_bytes: budget for the objects requested ahead [256 MiB].
+        prefetch: objects requested ahead of the one being read [64].
+        max_inflight_bytes: budget for the objects requested ahead [512 MiB].
         **options: any :class:`S3Config` field, overriding ``config``.
 
     Raises (during iteration, when the affected object is reached):
@@ -86,8 +86,8 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
         multi_part_download: Optional[bool] = None,
         *,
         config: Optional[S3Config] = None,
-        prefetch: int = 32,
-        max_inflight_bytes: int = 256 * MiB,
+        prefetch: int = 64,
+        max_inflight_bytes: int = 512 * MiB,
         **options: Any,
     ) -> None:
         super().__init__()

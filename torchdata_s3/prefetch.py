@@ -49,7 +49,11 @@ class PrefetchWindow:
     def has_room_for(self, cost: int) -> bool:
         if not self._ahead:
             return True  # one object is always allowed, whatever its size
-        return len(self._ahead) < self.max_objects + 1 and self._bytes + cost <= self.max_bytes
+        if len(self._ahead) > self.max_objects:
+            return False
+        if self._bytes + cost > self.max_bytes:
+            self._settle_sizes()  # small objects whose headers arrived give back most of their part
+        return self._bytes + cost <= self.max_bytes
 
     def add(self, url: str, stream: _core.ObjectStream, size: Optional[int], cost: int) -> None:
         self._ahead.append(_Ahead(url, stream, cost, sized=size is not None))
@@ -57,7 +61,7 @@ class PrefetchWindow:
 
     def pop(self) -> tuple[str, _core.ObjectStream]:
         """The next object in input order, its window widened for reading."""
-        self._grow_sized_windows()
+        self._settle_sizes()
         ahead = self._ahead.popleft()
         self._bytes -= ahead.cost
         ahead.stream.widen_window(self.reading_window)
@@ -71,7 +75,7 @@ class PrefetchWindow:
         while self._ahead:
             self._ahead.popleft().stream.close()
 
-    def _grow_sized_windows(self) -> None:
+    def _settle_sizes(self) -> None:
         # Never waits: only objects whose headers already arrived are considered, in input order.
         for ahead in self._unsized():
             size = ahead.stream.size_if_known

@@ -10,8 +10,9 @@ from .errors import InvalidS3UrlError
 __all__ = ["S3Url", "parse_s3_url"]
 
 # Loose on purpose: S3-compatible stores accept names AWS would not (upper case, underscores), and the
-# server is the judge of what exists. What we reject can never be a bucket anywhere.
-_BUCKET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+# server is the judge of what exists. What we reject can never be a bucket anywhere. Used with fullmatch:
+# `$` would also match before a trailing newline and let "bucket\n" through.
+_BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 
 
 class S3Url(NamedTuple):
@@ -35,7 +36,9 @@ def parse_s3_url(url: object) -> S3Url:
 
     Raises:
         InvalidS3UrlError: the value is not a string, is empty, starts with whitespace, ends with a line
-            break, has another scheme or no scheme, or has no bucket (``s3://``, ``s3:///key``).
+            break, has another scheme or no scheme, has no bucket (``s3://``, ``s3:///key``), or holds a
+            lone surrogate (what ``os.fsdecode`` makes of bytes that are not UTF-8), which no S3 name can
+            contain.
     """
     if not isinstance(url, str):
         raise InvalidS3UrlError(f"expected an s3://bucket/key string, got {type(url).__name__}: {url!r}")
@@ -57,8 +60,15 @@ def parse_s3_url(url: object) -> S3Url:
     bucket, _, key = rest.partition("/")
     if bucket == "":
         raise InvalidS3UrlError(f"{url!r} names no bucket: expected s3://bucket/key")
-    if not _BUCKET.match(bucket):
+    if not _BUCKET.fullmatch(bucket):
         raise InvalidS3UrlError(
             f"{url!r}: {bucket!r} is not a valid bucket name (letters, digits, '.', '-', '_'; at most 255)"
         )
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidS3UrlError(
+            f"{url!r}: the key holds {key[error.start]!r}, which is not UTF-8 text (S3 keys are UTF-8); "
+            "decode file names with their real encoding before building the URL"
+        ) from None
     return S3Url(bucket, key)

@@ -19,7 +19,7 @@ from .common import (
 )
 
 NAME = "torchdata_s3"
-CONFIGURATION = "S3FileLoader defaults (prefetch 32, 8 MiB parts, 64 MiB read window); read_chunk() (no copy)"
+CONFIGURATION = "S3FileLoader defaults (prefetch 64, 8 MiB parts, 64 MiB read window); read_chunk() (no copy)"
 
 
 def _config(ctx: Context) -> torchdata_s3.S3Config:

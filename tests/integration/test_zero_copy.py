@@ -103,3 +103,15 @@ def test_a_reader_hoarding_chunks_gets_copies_beyond_the_pin_budget(boto_s3, buc
     del chunks
     gc.collect()
     assert client.pinned_pool_bytes == 0
+
+
+def test_small_objects_are_copied_out_of_their_part_buffer(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    # A 10 kB object arrives in a part-sized pool buffer: keeping its chunk must not keep a whole part.
+    data = payload(10_000, seed=5)
+    boto_s3.put_object(Bucket=bucket, Key="small", Body=data)
+    config = S3Config.resolve(part_size_bytes=PART)
+    client = native_client(config)
+    [(_url, stream)] = list(S3FileLoader(IterableWrapper([f"s3://{bucket}/small"]), config=config))
+    chunks = read_all_chunks(stream)
+    assert b"".join(chunks) == data
+    assert client.pinned_pool_bytes == 0
