@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Builds torchdata_s3 -- the extension and every CRT library linked into it -- with AddressSanitizer and
+# UndefinedBehaviorSanitizer, installs it into a throwaway environment, proves that the sanitizers are live,
+# and runs the tests that drive the native code under them. Never touches the editable install.
+#
+# Usage: scripts/sanitize.sh [pytest arguments]     (default: the subset below)
+# Environment: TORCHDATA_S3_AWSCRT_ARCHIVE  offline CRT sources, passed on to the build
+#              SANITIZE_FUZZ_SECONDS        fuzzing of the native parser under the sanitizers [20; 0: none]
+#
+# Everything lives in build/sanitize: cmake/ (the build, kept, so a second run only recompiles what
+# changed), dist/ (the wheel), venv/ (the throwaway environment), view/ (the checkout without torchdata_s3/,
+# so that tests import the sanitized copy), fuzz/ (the fuzzer's findings).
+#
+# Sanitizer settings, and why:
+# - UB is not recoverable (-fno-sanitize-recover, cmake/Sanitizers.cmake): the first report aborts.
+# - ASAN_OPTIONS=detect_leaks=0: CPython and torch keep allocations alive until exit by design, so
+#   LeakSanitizer would report thousands of "leaks" that are not ours. Native leaks are checked by
+#   tests/integration/test_native_hygiene.py instead (threads, descriptors, memory over many clients).
+# - abort_on_error/halt_on_error: the first memory error ends the process with SIGABRT, failing its test.
+# - LD_PRELOAD: python is not built with ASan, so its runtime must be loaded before anything else; libstdc++
+#   is preloaded with it so that ASan's C++ exception interceptor finds the real __cxa_throw.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+out=$repo/build/sanitize
+fuzz_seconds="${SANITIZE_FUZZ_SECONDS:-20}"
+started=$SECONDS
+step() { echo "sanitize: [$((SECONDS - started)) s] $*"; }
+fail() {
+    echo "sanitize: FAILED: $*" >&2
+    exit 1
+}
+
+# The pytest subset: every test that runs our native code in-process on the paths where memory errors
+# would hide (parsing, streaming, cancellation, failures, retries, fork, exit, many clients), plus the fuzz
+# corpus. Left out because they add minutes and no native path of their own: the DataLoader and
+# distributed tests (worker processes re-run the same stream code; under ASan each worker start costs
+# seconds), the pure-Python unit tests, and the benchmark harness tests.
+subset=(
+    tests/unit/test_list_parsing.py
+    tests/fuzz
+    tests/integration/test_native_hygiene.py
+    tests/integration/test_load.py
+    tests/integration/test_list.py
+    tests/integration/test_failures.py
+    tests/integration/test_stream_safety.py
+)
+[[ -e tests/integration/test_faults.py ]] && subset+=(tests/integration/test_faults.py)
+
+step "compiler"
+if ! command -v gcc >/dev/null || ! command -v g++ >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq gcc g++ >/dev/null
+fi
+libasan=$(gcc -print-file-name=libasan.so)
+if [[ "$libasan" != /* ]]; then  # gcc prints the bare name when it has no such library
+    apt-get update -qq && apt-get install -y -qq "libgcc-$(gcc -dumpversion | cut -d. -f1)-dev" >/dev/null
+    libasan=$(gcc -print-file-name=libasan.so)
+fi
+libstdcxx=$(g++ -print-file-name=libstdc++.so)
+[[ -e "$libasan" && -e "$libstdcxx" ]] || fail "no ASan runtime ($libasan) or libstdc++ ($libstdcxx)"
+echo "sanitize: $(gcc --version | head -n 1); runtime $libasan"
+
+step "building the sanitized wheel in $out/cmake"
+python -m pip install --quiet --disable-pip-version-check "scikit-build-core>=0.10" "pybind11>=2.12"
+rm -rf "$out/dist"
+# Debug: -O0 compiles fastest, and the CRT's own assertions (AWS_ASSERT, off under NDEBUG) are checked too.
+TORCHDATA_S3_SANITIZE=ON python -m pip wheel --quiet --disable-pip-version-check --no-build-isolation \
+    --no-deps --wheel-dir "$out/dist" -Cbuild-dir="$out/cmake" -Ccmake.build-type=Debug .
+
+step "installing it into a throwaway environment ($out/venv)"
+rm -rf "$out/venv"
+python -m venv --without-pip "$out/venv"
+py="$out/venv/bin/python"
+site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+# The base environment's packages (torch, pytest, moto, ...) as plain path entries: site.py then does not
+# run their .pth files, among them the editable install's import hook, which would map torchdata_s3 to
+# the checkout and its unsanitized extension whatever sys.path says.
+python -c 'import site; print("\n".join(site.getsitepackages()))' >"$site/base-site-packages.pth"
+python -m pip install --quiet --disable-pip-version-check --no-deps --target "$site" "$out"/dist/*.whl
+core=$(ls "$site"/torchdata_s3/_core*.so)
+# Python runs from a view of the checkout without torchdata_s3/ (the current folder comes first on
+# sys.path and would shadow the installed copy), so that tests and fuzz targets import the sanitized build.
+rm -rf "$out/view"
+mkdir -p "$out/view"
+shopt -s nullglob
+for entry in "$repo"/* "$repo"/.[!.]*; do
+    case "$(basename "$entry")" in torchdata_s3 | build | .git) continue ;; esac
+    ln -s "$entry" "$out/view/"
+done
+
+step "checking that the build is instrumented"
+undefined=$(nm -D --undefined-only "$core")
+grep -q '__asan_report_load' <<<"$undefined" || fail "$core has no ASan checks"
+grep -q '__ubsan_handle_.*_abort' <<<"$undefined" || fail "$core has no aborting UBSan checks"
+archives=$(find "$out/cmake/crt" -name 'lib*.a' | sort)  # not deps/: s2n, see cmake/Sanitizers.cmake
+count=0
+for archive in $archives; do
+    symbols=$(nm "$archive" 2>/dev/null)  # (not piped into grep -q: nm's SIGPIPE would fail the pipeline)
+    grep -q '__asan_report_load' <<<"$symbols" || fail "CRT library $archive is not instrumented"
+    count=$((count + 1))
+done
+((count >= 9)) || fail "expected the 9 CRT libraries, found $count archives: $archives"
+echo "sanitize: _core and $count CRT archives carry ASan and aborting UBSan checks"
+
+sanitized() (
+    cd "$out/view"
+    LD_PRELOAD="$libasan $libstdcxx" \
+        ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:print_summary=1" \
+        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+        "$py" "$@"
+)
+
+step "checking that the sanitizers are live at run time"
+sanitized - "$site" <<'EOF'
+import ctypes, sys
+import torchdata_s3._core as core
+site = sys.argv[1]
+assert core.__file__.startswith(site + "/"), f"imported {core.__file__}, not the sanitized build in {site}"
+maps = open("/proc/self/maps").read()
+assert "libasan.so" in maps and "libubsan.so" in maps, "ASan/UBSan runtimes are not loaded"
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+pointer = libc.malloc(64)
+libc.free(pointer)
+assert libc.__asan_address_is_poisoned(ctypes.c_void_p(pointer)) == 1, "freed memory is not poisoned"
+print(f"sanitize: {core.__file__} imported; freed memory is poisoned")
+EOF
+# And that a memory error really ends the process with a report (so a green run means something).
+if probe=$(sanitized -c '
+import ctypes
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+pointer = libc.malloc(64)
+libc.free(pointer)
+ctypes.string_at(pointer, 8)  # heap-use-after-free
+print("survived")
+' 2>&1); then
+    fail "a use-after-free went unnoticed: $probe"
+fi
+grep -q 'AddressSanitizer: heap-use-after-free' <<<"$probe" || fail "no ASan report for a use-after-free: $probe"
+echo "sanitize: a deliberate use-after-free aborts with an ASan report"
+
+step "tests under ASan + UBSan"
+if (($# == 0)); then set -- "${subset[@]}"; fi
+# A failure is reported at the end, so that the fuzzing below still runs and reports its own findings.
+tests_status=0
+sanitized -m pytest --rootdir="$out/view" -c "$out/view/pyproject.toml" -p no:cacheprovider --durations=5 "$@" ||
+    tests_status=$?
+
+# What scripts/fuzz.sh's coverage-guided run kept, replayed under the sanitizers; then blind fuzzing of the
+# native parser (the URL target's only native code is the key encoding, which the replay covers).
+for target in s3_url list_objects_v2; do
+    found="$repo/build/fuzz/$target/corpus"
+    if [[ -d "$found" ]]; then
+        step "replaying $found under the sanitizers"
+        sanitized -m tests.fuzz.run "$target" --replay "$found" || fail "replaying $found"
+    fi
+done
+if ((fuzz_seconds > 0)); then
+    step "fuzzing list_objects_v2 under the sanitizers for $fuzz_seconds s"
+    log="$out/fuzz/list_objects_v2.log"
+    mkdir -p "$out/fuzz"
+    if ! sanitized -m tests.fuzz.run list_objects_v2 --seconds "$fuzz_seconds" --work-dir "$out/fuzz" >"$log" 2>&1; then
+        grep -v -e '^INFO: Instrumenting' -e '^#[0-9]' -e 'Skipping import' "$log" | tail -n 60 >&2
+        fail "fuzzing list_objects_v2 under the sanitizers; log: $log"
+    fi
+    echo "sanitize: list_objects_v2: $(sed -n 's/^stat::number_of_executed_units: *//p' "$log") inputs, no failure"
+fi
+((tests_status == 0)) || fail "tests under the sanitizers (pytest exit $tests_status, output above)"
+step "done"
