@@ -46,6 +46,8 @@ def test_is_prefix(url: str, is_prefix: bool) -> None:
         ("s3:///key", "names no bucket"),
         ("s3://bad bucket/key", "not a valid bucket name"),
         ("s3://-bucket/key", "not a valid bucket name"),
+        ("s3://bucket\n/key", "not a valid bucket name"),  # `$` matches before a final newline
+        ("s3://bucket/caf\udce9", "not UTF-8"),  # os.fsdecode(b"caf\xe9"): no S3 key can hold it
         (None, "got NoneType"),
         (b"s3://bucket/key", "got bytes"),
     ],
