@@ -61,6 +61,12 @@ libstdcxx=$(g++ -print-file-name=libstdc++.so)
 echo "sanitize: $(gcc --version | head -n 1); runtime $libasan"
 
 step "building the sanitized wheel in $out/cmake"
+if [[ -z "${TORCHDATA_S3_AWSCRT_ARCHIVE:-}" ]]; then
+    # Reuse the CRT sources the regular build fetched (the build checks their sha256 either way).
+    for archive in "$repo"/build/*/awscrt/awscrt-*.tar.gz; do
+        [[ -e "$archive" ]] && export TORCHDATA_S3_AWSCRT_ARCHIVE="$archive" && break
+    done
+fi
 python -m pip install --quiet --disable-pip-version-check "scikit-build-core>=0.10" "pybind11>=2.12"
 rm -rf "$out/dist"
 # Debug: -O0 compiles fastest, and the CRT's own assertions (AWS_ASSERT, off under NDEBUG) are checked too.
