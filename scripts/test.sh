@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
-# The test command: installs everything it needs, builds the package, lints, runs every test.
-# Usage: scripts/test.sh [pytest arguments]
+# The test command: installs everything it needs, builds the package, lints, fuzzes, runs the native tests
+# under ASan + UBSan, then runs every test (README, "Sanitizers and fuzzing").
+# Usage: scripts/test.sh [pytest arguments]   (with arguments: only those tests, no fuzzing or sanitizers)
+# Environment: FUZZ_SECONDS per fuzz target [30]; SANITIZE=0 skips the sanitizer build and its tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-dev.sh test,lint
 scripts/lint.sh
+checks_status=0
+if (($# == 0)); then
+    # A failure here is reported at the end, after the full test run has had its say too.
+    scripts/fuzz.sh "${FUZZ_SECONDS:-30}" || checks_status=$?
+    if [[ "${SANITIZE:-1}" != 0 ]]; then
+        scripts/sanitize.sh || checks_status=$?
+    fi
+fi
 # Run from a folder without the source tree on sys.path, so the installed package (with its compiled
 # extension) is what gets imported; tests/ is found through --rootdir.
 python -m pytest --rootdir="$PWD" -c "$PWD/pyproject.toml" "$PWD/tests" "$@"
+if ((checks_status != 0)); then
+    echo "test.sh: fuzzing or the sanitizer run failed (exit $checks_status); see its output above" >&2
+    exit "$checks_status"
+fi
