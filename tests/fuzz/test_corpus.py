@@ -2,6 +2,13 @@
 
 Each file under tests/fuzz/corpus/<target>/ is one input; a fuzzing run that finds a failure adds its input
 here (scripts/fuzz.sh says how), so the failure stays covered after the fix.
+
+Seeds of list_objects_v2: bodies captured from the moto server (a full listing with escaped, unicode and
+control-character keys; a truncated page and its continuation; delimiter and prefix listings; an empty
+bucket; encoding-type=url; a NoSuchBucket error), S3-shaped documents written after AWS's documentation
+(numeric character references, Owner, ChecksumAlgorithm, CommonPrefixes), edge cases (sizes at and past
+2**64, truncated without a token, CDATA and comments, deep nesting, bad references) and what the fuzzer
+found (fuzzer_found_*). Seeds of s3_url: valid and invalid URLs of every kind parse_s3_url distinguishes.
 """
 
 from __future__ import annotations
