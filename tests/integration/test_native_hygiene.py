@@ -113,8 +113,8 @@ def test_many_clients_created_and_destroyed_leak_no_threads_descriptors_or_memor
     assert result.returncode == 0, (result.returncode, result.stderr[-3000:])
     usage = json.loads(result.stdout)
     warm, after = usage["warm"], usage["after"]
-    assert after["threads"] == warm["threads"], usage  # every client's threads are gone
-    assert after["fds"] == warm["fds"], usage  # every connection and event descriptor is closed
+    assert after["threads"] <= warm["threads"], usage  # every client's threads are gone
+    assert after["fds"] <= warm["fds"], usage  # every connection and event descriptor is closed
     if not sanitized:
         assert after["rss"] - warm["rss"] < RSS_GROWTH_LIMIT_BYTES, usage
     # The CRT's process-wide event loops are made once (by the first client), not once per client.
