@@ -101,10 +101,21 @@ def _write_text(directory: Path, parameters: dict, progress: Callable[[int], Non
     return Manifest("text", parameters, keys, sizes, crc_sum(crcs), lines=lines_total)
 
 
-def _random_bytes(rng: random.Random, size: int) -> bytes:
-    # randbytes overflows above 256 MiB; 64 MiB blocks keep objects up to that size as they always were.
+def _write_random_object(rng: random.Random, path: Path, size: int) -> int:
+    """Writes `size` random bytes to `path` in 64 MiB blocks and returns their crc32.
+
+    Blocks keep the harness small while it writes a 1 GiB object (its own peak RSS is inherited by every
+    measurement process it starts), and randbytes overflows above 256 MiB. Objects up to 64 MiB are one
+    block: the same bytes as before blocks existed.
+    """
     block = 64 * MiB
-    return b"".join(rng.randbytes(min(block, size - start)) for start in range(0, size, block))
+    crc = 0
+    with open(path, "wb") as file:
+        for start in range(0, size, block):
+            data = rng.randbytes(min(block, size - start))
+            file.write(data)
+            crc = zlib.crc32(data, crc)
+    return crc
 
 
 def _write_objects(
@@ -116,11 +127,9 @@ def _write_objects(
         key = f"{prefix}/{stem}-{index:05d}.bin"
         path = directory / key
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = _random_bytes(rng, parameters["size_bytes"])
-        path.write_bytes(data)
+        crcs.append(_write_random_object(rng, path, parameters["size_bytes"]))
         keys.append(key)
-        sizes.append(len(data))
-        crcs.append(zlib.crc32(data))
+        sizes.append(parameters["size_bytes"])
         progress(1)
     return Manifest(prefix, parameters, keys, sizes, crc_sum(crcs))
 

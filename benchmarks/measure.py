@@ -19,6 +19,16 @@ def current_rss_bytes() -> int:
         return int(statm.read().split()[1]) * resource.getpagesize()
 
 
+def peak_rss_bytes() -> int:
+    """This process's own RSS high-water mark. Not getrusage's ru_maxrss: Linux carries that across fork and
+    exec, so a measurement process started by a large harness would report the harness's peak."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def main() -> None:
     client_name, workload = sys.argv[1], sys.argv[2]
     context_json = sys.stdin.read()  # a listing's keys can be far longer than a command line
@@ -31,7 +41,7 @@ def main() -> None:
     measurement = function(ctx)
     result = measurement.to_dict()
     result["rss_start_bytes"] = baseline
-    result["rss_peak_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    result["rss_peak_bytes"] = peak_rss_bytes()
     result["children_rss_peak_bytes"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     print("RESULT " + json.dumps(result), flush=True)
 
