@@ -133,6 +133,7 @@ def run_interleaved(
                         max(result["rss_peak_bytes"], result["children_rss_peak_bytes"])
                         - result["rss_start_bytes"],
                         result["rss_peak_bytes"],
+                        extra=result.get("extra", {}),
                     )
                 except (RuntimeError, subprocess.TimeoutExpired) as error:
                     run = Run(

@@ -150,7 +150,12 @@ def strip_bucket(url_or_key: str, bucket: str) -> str:
 
 
 class _Pacer:
-    """A pure-Python counting loop in its own thread: how often it gets the GIL (and a core) per second."""
+    """A pure-Python counting loop in its own thread: how often it gets the GIL (and a core) per second.
+
+    The thread also records the scheduler's view of itself (``/proc/thread-self/schedstat``: time on a
+    core, time runnable but waiting for one), so lost pace splits into waiting for a core (CPU contention on
+    a small machine) and the rest, which for this loop is waiting for the GIL.
+    """
 
     def __init__(self) -> None:
         import threading
@@ -158,12 +163,25 @@ class _Pacer:
         self.count = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._spin, daemon=True)
+        self.on_core_s = self.waiting_for_core_s = 0.0
+
+    @staticmethod
+    def _schedstat() -> tuple[float, float]:
+        try:
+            with open("/proc/thread-self/schedstat") as stat:
+                on_core, waiting, _slices = (int(v) for v in stat.read().split())
+            return on_core / 1e9, waiting / 1e9
+        except (OSError, ValueError):
+            return 0.0, 0.0
 
     def _spin(self) -> None:
         stop = self._stop
+        on_core, waiting = self._schedstat()
         while not stop.is_set():
             for _ in range(1000):
                 self.count += 1
+        on_core_end, waiting_end = self._schedstat()
+        self.on_core_s, self.waiting_for_core_s = on_core_end - on_core, waiting_end - waiting
 
     def __enter__(self) -> _Pacer:
         self.started = time.perf_counter()
@@ -173,12 +191,15 @@ class _Pacer:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.rate = self.count / (time.perf_counter() - self.started)
+        self.seconds = time.perf_counter() - self.started
+        self.rate = self.count / self.seconds
 
 
 def gil_pace(read_objects: Callable[[Context], Measurement]) -> Callable[[Context], Measurement]:
     """The ``gil`` workload: a Python thread's pace while the client reads the large objects, relative to
-    its pace alone (``extra["pace_percent"]``). 100% means the client never kept the thread from running."""
+    its pace alone (``extra["pace_percent"]``). 100% means the client never kept the thread from running.
+    ``extra`` also splits the thread's time beside the client into on a core, waiting for a core, and
+    waiting for the GIL (the rest), in percent of the wall time."""
 
     def measure(ctx: Context) -> Measurement:
         with _Pacer() as alone:
@@ -186,6 +207,12 @@ def gil_pace(read_objects: Callable[[Context], Measurement]) -> Callable[[Contex
         with _Pacer() as beside:
             measurement = read_objects(ctx)
         measurement.extra["pace_percent"] = 100.0 * beside.rate / alone.rate
+        wall = beside.seconds
+        measurement.extra["on_core_percent"] = 100.0 * beside.on_core_s / wall
+        measurement.extra["waiting_for_core_percent"] = 100.0 * beside.waiting_for_core_s / wall
+        measurement.extra["waiting_for_gil_percent"] = (
+            100.0 * max(0.0, wall - beside.on_core_s - beside.waiting_for_core_s) / wall
+        )
         return measurement
 
     return measure
