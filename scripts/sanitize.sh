@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds torchdata_s3 -- the extension and every CRT library linked into it -- with AddressSanitizer and
-# UndefinedBehaviorSanitizer, installs it into a throwaway environment, proves that the sanitizers are live,
-# and runs the tests that drive the native code under them. Never touches the editable install.
+# Builds torchdata_s3 -- the extension and the CRT libraries built with it (not s2n: cmake/Sanitizers.cmake)
+# -- with AddressSanitizer and UndefinedBehaviorSanitizer, installs it into a throwaway environment, proves
+# that the sanitizers are live, and runs the tests that drive the native code under them. Never touches the
+# editable install.
 #
 # Usage: scripts/sanitize.sh [pytest arguments]     (default: the subset below)
 # Environment: TORCHDATA_S3_AWSCRT_ARCHIVE  offline CRT sources, passed on to the build
@@ -44,8 +45,8 @@ subset=(
     tests/integration/test_list.py
     tests/integration/test_failures.py
     tests/integration/test_stream_safety.py
+    tests/integration/test_faults.py
 )
-[[ -e tests/integration/test_faults.py ]] && subset+=(tests/integration/test_faults.py)
 
 step "compiler"
 if ! command -v gcc >/dev/null || ! command -v g++ >/dev/null; then
@@ -58,7 +59,8 @@ if [[ "$libasan" != /* ]]; then  # gcc prints the bare name when it has no such 
 fi
 libstdcxx=$(g++ -print-file-name=libstdc++.so)
 [[ -e "$libasan" && -e "$libstdcxx" ]] || fail "no ASan runtime ($libasan) or libstdc++ ($libstdcxx)"
-echo "sanitize: $(gcc --version | head -n 1); runtime $libasan"
+gcc_version=$(gcc --version)
+echo "sanitize: ${gcc_version%%$'\n'*}; runtime $libasan"
 
 step "building the sanitized wheel in $out/cmake"
 if [[ -z "${TORCHDATA_S3_AWSCRT_ARCHIVE:-}" ]]; then
