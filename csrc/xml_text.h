@@ -2,6 +2,7 @@
 #pragma once
 
 #include <aws/common/byte_buf.h>
+#include <aws/common/encoding.h>
 #include <aws/common/xml_parser.h>
 
 #include <string>
@@ -9,10 +10,13 @@
 namespace torchdata_s3 {
 
 // Never call this and aws_xml_node_traverse on the same node: the CRT parser asserts against it.
+// S3 documents are UTF-8. Text that is not (raw bytes, or a reference such as &#xD800; to a surrogate)
+// fails here, as a malformed document, instead of as a UnicodeDecodeError when it is handed to Python.
 inline int xml_node_text(aws_xml_node* node, std::string* out) {
     aws_byte_buf text;
     aws_byte_buf_init(&text, aws_default_allocator(), 64);
-    const int result = aws_xml_node_as_body_unescaped(aws_default_allocator(), node, &text);
+    int result = aws_xml_node_as_body_unescaped(aws_default_allocator(), node, &text);
+    if (result == AWS_OP_SUCCESS) result = aws_decode_utf8(aws_byte_cursor_from_buf(&text), nullptr);
     if (result == AWS_OP_SUCCESS) out->assign(reinterpret_cast<const char*>(text.buffer), text.len);
     aws_byte_buf_clean_up(&text);
     return result;
