@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import torchdata_s3
+from tests.unit.test_errors import native_info
 from torchdata_s3.errors import CREDENTIALS_HOW_TO, _classify, credentials_unavailable, error_from_native
 
 CATALOGUE = (Path(__file__).resolve().parents[2] / "docs" / "errors.md").read_text()
@@ -70,23 +71,6 @@ def test_every_class_in_the_catalogue_exists(heading: str) -> None:
             cls = getattr(torchdata_s3, name, None) or getattr(builtins, name)
             assert issubclass(cls, Exception), name
             assert name in torchdata_s3.__all__ or name in dir(builtins), name
-
-
-def native_info(**fields: object) -> dict:
-    info = {
-        "kind": "crt",
-        "crt_error_name": "AWS_ERROR_S3_INVALID_RESPONSE_STATUS",
-        "crt_error_message": "Invalid response status from request",
-        "http_status": 0,
-        "s3_error_code": "",
-        "s3_error_message": "",
-        "operation": "GetObject",
-        "bucket": "bkt",
-        "key": "dir/file.bin",
-        "detail": "",
-    }
-    info.update(fields)
-    return info
 
 
 # One failure per branch of the classification.
