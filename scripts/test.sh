@@ -10,9 +10,9 @@ scripts/lint.sh
 checks_status=0
 if (($# == 0)); then
     # A failure here is reported at the end, after the full test run has had its say too.
-    scripts/fuzz.sh "${FUZZ_SECONDS:-30}" || checks_status=$?
+    bash scripts/fuzz.sh "${FUZZ_SECONDS:-30}" || checks_status=$?
     if [[ "${SANITIZE:-1}" != 0 ]]; then
-        scripts/sanitize.sh || checks_status=$?
+        bash scripts/sanitize.sh || checks_status=$?
     fi
 fi
 # Run from a folder without the source tree on sys.path, so the installed package (with its compiled
