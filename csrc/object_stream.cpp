@@ -240,17 +240,13 @@ ObjectStream::~ObjectStream() {
     if (meta_request_ == nullptr) return;
     if (!CrtRuntime::owned_by_this_process(creator_pid_)) return;  // inherited across fork(): leak
     bool finished;
-    std::deque<Chunk> unread;
     {
         std::lock_guard<std::mutex> lock(shared_->mutex);
         finished = shared_->finished;
-        // No callback may queue another chunk, and the queued ones are released here, on the reader's side:
-        // a chunk may hold the last reference to the client, whose destruction must not run on a CRT thread.
-        if (!shared_->failed) {
-            shared_->failed = true;
-            shared_->failure = shared_->make_failure(RequestFailure::Kind::crt, "the stream was destroyed");
-        }
-        unread.swap(shared_->queue);
+        // Failing the stream releases its queued chunks here, on the reader's side, and no callback queues
+        // another: a chunk left for the CRT's shutdown callback could hold the last reference to the client,
+        // whose destruction must not run on a CRT thread. (This stream still holds the client meanwhile.)
+        shared_->fail_locked(shared_->make_failure(RequestFailure::Kind::crt, "the stream was destroyed"));
     }
     if (!finished) aws_s3_meta_request_cancel(meta_request_);
     aws_s3_meta_request_release(meta_request_);

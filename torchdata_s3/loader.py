@@ -147,7 +147,8 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
                 while not window.has_room_for(cost):
                     url, stream = window.pop()
                     yield url, StreamWrapper(stream, name=url)
-                stream = self.client.open_location(target.location, window_bytes=cost)
+                first_window = window.window_of(target.size)
+                stream = self.client.open_location(target.location, window_bytes=first_window)
                 window.add(target.url, stream, target.size, cost)
             while window:
                 url, stream = window.pop()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
 from typing import Optional
 
 from . import _core
@@ -40,10 +39,17 @@ class PrefetchWindow:
         self._ahead: deque[_Ahead] = deque()
         self._bytes = 0
 
-    def cost_of(self, size: Optional[int]) -> int:
+    def window_of(self, size: Optional[int]) -> int:
+        """The read window an object ahead gets: one part while its size is unknown, else as much of itself
+        as it will get once it is read."""
         if size is None:
             return self.part
-        window = max(1, min(size, self.reading_window))
+        return max(1, min(size, self.reading_window))
+
+    def cost_of(self, size: Optional[int]) -> int:
+        window = self.window_of(size)
+        if size is None:
+            return window
         return max(1, min(size, -(-window // self.part) * self.part))
 
     def has_room_for(self, cost: int) -> bool:
@@ -77,21 +83,18 @@ class PrefetchWindow:
 
     def _settle_sizes(self) -> None:
         # Never waits: only objects whose headers already arrived are considered, in input order.
-        for ahead in self._unsized():
+        for ahead in self._ahead:
+            if ahead.sized:
+                continue
             size = ahead.stream.size_if_known
             if size is None:
                 continue
-            ahead.sized = True
             cost = self.cost_of(size)
-            if cost <= ahead.cost:  # a small object: it gives back what it will never buffer
-                self._bytes -= ahead.cost - cost
-                ahead.cost = cost
-                continue
-            if self._bytes - ahead.cost + cost > self.max_bytes:
-                return  # later objects wait their turn rather than overtake this one
-            self._bytes += cost - ahead.cost
+            grows = cost > ahead.cost
+            if grows and self._bytes - ahead.cost + cost > self.max_bytes:
+                return  # it grows once the budget allows; later objects do not overtake it
+            self._bytes += cost - ahead.cost  # a small object gives back what it will never buffer
             ahead.cost = cost
-            ahead.stream.widen_window(min(size, self.reading_window))
-
-    def _unsized(self) -> Iterator[_Ahead]:
-        return (ahead for ahead in self._ahead if not ahead.sized)
+            ahead.sized = True
+            if grows:
+                ahead.stream.widen_window(self.window_of(size))
