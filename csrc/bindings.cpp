@@ -162,6 +162,25 @@ public:
         return size;
     }
 
+    std::optional<double> first_byte_latency() {
+        Entry entry(*this);
+        double seconds;
+        if (!stream_->first_byte_latency(&seconds)) return std::nullopt;
+        return seconds;
+    }
+
+    std::optional<double> wait_for_first_byte_latency() {
+        Entry entry(*this);
+        double seconds;
+        bool known;
+        {
+            GilRelease release;
+            known = stream_->wait_for_first_byte_latency(&seconds);
+        }
+        if (!known) return std::nullopt;
+        return seconds;
+    }
+
     std::string etag() {
         Entry entry(*this);
         return stream_->etag();
@@ -396,6 +415,12 @@ PYBIND11_MODULE(_core, m) {
         .def_property_readonly("size", &PyObjectStream::size, "Bytes this stream delivers (waits for the headers).")
         .def_property_readonly("size_if_known", &PyObjectStream::size_if_known,
                                "Bytes this stream delivers, or None while the headers are still on their way.")
+        .def_property_readonly("first_byte_latency", &PyObjectStream::first_byte_latency,
+                               "Seconds the quickest of this GET's requests waited for its first response byte, or "
+                               "None before one finished.")
+        .def("wait_for_first_byte_latency", &PyObjectStream::wait_for_first_byte_latency,
+             "first_byte_latency, waiting for the first request to finish; None if the GET failed or ended without "
+             "one.")
         .def_property_readonly("etag", &PyObjectStream::etag)
         .def("read", &PyObjectStream::read, py::arg("size") = -1)
         .def("read1", &PyObjectStream::read1, py::arg("size") = -1)
@@ -431,43 +456,45 @@ PYBIND11_MODULE(_core, m) {
                                "Bytes of the CRT's buffer pool held by chunks not yet released.")
         .def_property_readonly("pool_pin_budget", &S3Client::pool_pin_budget,
                                "Above this many pinned bytes, arriving parts are copied out of the pool.")
-        .def(
-            py::init([](const std::string& region, const std::string& endpoint_scheme, const std::string& endpoint_host,
-                        uint16_t endpoint_port, bool path_style, const std::string& credentials,
-                        const std::string& profile_name, const std::string& access_key_id,
-                        const std::string& secret_access_key, const std::string& session_token,
-                        uint64_t part_size_bytes, double throughput_target_gbps, uint32_t max_connections,
-                        uint64_t memory_limit_bytes, uint64_t read_window_bytes, uint32_t connect_timeout_ms,
-                        uint32_t stall_timeout_s, uint32_t max_retries, bool verify_tls, const std::string& ca_file) {
-                ClientOptions o;
-                o.region = region;
-                o.endpoint_scheme = endpoint_scheme;
-                o.endpoint_host = endpoint_host;
-                o.endpoint_port = endpoint_port;
-                o.path_style = path_style;
-                o.credentials = credentials_source_from(credentials);
-                o.profile_name = profile_name;
-                o.access_key_id = access_key_id;
-                o.secret_access_key = secret_access_key;
-                o.session_token = session_token;
-                o.part_size_bytes = part_size_bytes;
-                o.throughput_target_gbps = throughput_target_gbps;
-                o.max_connections = max_connections;
-                o.memory_limit_bytes = memory_limit_bytes;
-                o.read_window_bytes = read_window_bytes;
-                o.connect_timeout_ms = connect_timeout_ms;
-                o.stall_timeout_s = stall_timeout_s;
-                o.max_retries = max_retries;
-                o.verify_tls = verify_tls;
-                o.ca_file = ca_file;
-                return make_client(std::move(o));
-            }),
-            py::kw_only(), py::arg("region"), py::arg("endpoint_scheme"), py::arg("endpoint_host"),
-            py::arg("endpoint_port"), py::arg("path_style"), py::arg("credentials"), py::arg("profile_name"),
-            py::arg("access_key_id"), py::arg("secret_access_key"), py::arg("session_token"),
-            py::arg("part_size_bytes"), py::arg("throughput_target_gbps"), py::arg("max_connections"),
-            py::arg("memory_limit_bytes"), py::arg("read_window_bytes"), py::arg("connect_timeout_ms"),
-            py::arg("stall_timeout_s"), py::arg("max_retries"), py::arg("verify_tls"), py::arg("ca_file"))
+        .def(py::init([](const std::string& region, const std::string& endpoint_scheme,
+                         const std::string& endpoint_host, uint16_t endpoint_port, bool path_style,
+                         const std::string& credentials, const std::string& profile_name,
+                         const std::string& access_key_id, const std::string& secret_access_key,
+                         const std::string& session_token, uint64_t part_size_bytes, double throughput_target_gbps,
+                         uint32_t max_connections, uint64_t memory_limit_bytes, uint64_t read_window_bytes,
+                         uint32_t connect_timeout_ms, uint32_t stall_timeout_s, uint32_t max_retries, bool verify_tls,
+                         const std::string& ca_file, uint16_t event_loop_threads) {
+                 ClientOptions o;
+                 o.region = region;
+                 o.endpoint_scheme = endpoint_scheme;
+                 o.endpoint_host = endpoint_host;
+                 o.endpoint_port = endpoint_port;
+                 o.path_style = path_style;
+                 o.credentials = credentials_source_from(credentials);
+                 o.profile_name = profile_name;
+                 o.access_key_id = access_key_id;
+                 o.secret_access_key = secret_access_key;
+                 o.session_token = session_token;
+                 o.part_size_bytes = part_size_bytes;
+                 o.throughput_target_gbps = throughput_target_gbps;
+                 o.max_connections = max_connections;
+                 o.memory_limit_bytes = memory_limit_bytes;
+                 o.read_window_bytes = read_window_bytes;
+                 o.connect_timeout_ms = connect_timeout_ms;
+                 o.stall_timeout_s = stall_timeout_s;
+                 o.max_retries = max_retries;
+                 o.verify_tls = verify_tls;
+                 o.ca_file = ca_file;
+                 o.event_loop_threads = event_loop_threads;
+                 return make_client(std::move(o));
+             }),
+             py::kw_only(), py::arg("region"), py::arg("endpoint_scheme"), py::arg("endpoint_host"),
+             py::arg("endpoint_port"), py::arg("path_style"), py::arg("credentials"), py::arg("profile_name"),
+             py::arg("access_key_id"), py::arg("secret_access_key"), py::arg("session_token"),
+             py::arg("part_size_bytes"), py::arg("throughput_target_gbps"), py::arg("max_connections"),
+             py::arg("memory_limit_bytes"), py::arg("read_window_bytes"), py::arg("connect_timeout_ms"),
+             py::arg("stall_timeout_s"), py::arg("max_retries"), py::arg("verify_tls"), py::arg("ca_file"),
+             py::arg("event_loop_threads") = 0)
         .def(
             "list_objects_v2",
             [](S3Client& client, const std::string& bucket, const std::string& prefix, const std::string& delimiter,

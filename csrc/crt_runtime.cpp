@@ -71,7 +71,7 @@ aws_logger g_credential_safe_logger = {&g_credential_safe_vtable, nullptr, nullp
 
 }  // namespace
 
-std::shared_ptr<CrtRuntime> CrtRuntime::for_this_process() {
+std::shared_ptr<CrtRuntime> CrtRuntime::for_this_process(uint16_t event_loop_threads) {
     std::lock_guard<std::mutex> lock(g_runtime_mutex);
     const pid_t pid = getpid();
     if (g_runtime && g_runtime_pid != pid) {
@@ -81,7 +81,7 @@ std::shared_ptr<CrtRuntime> CrtRuntime::for_this_process() {
         g_runtime.reset();
     }
     if (!g_runtime) {
-        g_runtime = std::shared_ptr<CrtRuntime>(new CrtRuntime());
+        g_runtime = std::shared_ptr<CrtRuntime>(new CrtRuntime(event_loop_threads));
         g_runtime_pid = pid;
     }
     return g_runtime;
@@ -89,7 +89,7 @@ std::shared_ptr<CrtRuntime> CrtRuntime::for_this_process() {
 
 bool CrtRuntime::owned_by_this_process(pid_t creator_pid) { return creator_pid == getpid(); }
 
-CrtRuntime::CrtRuntime() : creator_pid_(getpid()), allocator_(aws_default_allocator()) {
+CrtRuntime::CrtRuntime(uint16_t event_loop_threads) : creator_pid_(getpid()), allocator_(aws_default_allocator()) {
     std::call_once(g_library_once, [this] {
         aws_s3_library_init(allocator_);
         // The CRT moves socket data through its channels in messages of this size (default 16 KiB). Every
@@ -99,8 +99,9 @@ CrtRuntime::CrtRuntime() : creator_pid_(getpid()), allocator_(aws_default_alloca
         g_aws_channel_max_fragment_size = kChannelMessageBytes;
     });
 
-    // One event loop per core is what the CRT's own clients use; the S3 client adds its own streaming loops.
-    event_loop_group_ = aws_event_loop_group_new_default(allocator_, 0, nullptr);
+    // Every socket read and the copy of its bytes into part buffers happen on these threads, so on a fast
+    // link they, not the network, set the pace. How many is policy (see torchdata_s3.config).
+    event_loop_group_ = aws_event_loop_group_new_default(allocator_, event_loop_threads, nullptr);
     if (!event_loop_group_) throw_last_crt_error("creating the CRT event loop group");
 
     aws_host_resolver_default_options resolver_options = {};

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 
 struct aws_allocator;
@@ -15,9 +16,10 @@ namespace torchdata_s3 {
 
 class CrtRuntime {
 public:
-    // The runtime of the calling process, created on first use. A forked child gets a fresh one: CRT threads
+    // The runtime of the calling process, created on first use with `event_loop_threads` threads (0: the
+    // CRT's default); later calls share it whatever they ask for. A forked child gets a fresh one: CRT threads
     // do not survive fork(), so the parent's objects are abandoned (leaked), never touched.
-    static std::shared_ptr<CrtRuntime> for_this_process();
+    static std::shared_ptr<CrtRuntime> for_this_process(uint16_t event_loop_threads);
 
     // Whether an object created in process `creator_pid` may be used (or released) from here.
     static bool owned_by_this_process(pid_t creator_pid);
@@ -30,7 +32,7 @@ public:
     ~CrtRuntime();
 
 private:
-    CrtRuntime();
+    explicit CrtRuntime(uint16_t event_loop_threads);
 
     pid_t creator_pid_;
     aws_allocator* allocator_ = nullptr;

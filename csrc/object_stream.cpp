@@ -6,7 +6,6 @@
 #include <aws/s3/s3_client.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -32,6 +31,10 @@ struct ObjectStream::Shared {
     std::condition_variable changed;
     std::deque<Chunk> queue;
     bool headers_received = false;
+    // The shortest wait of any of this GET's requests from its last byte sent to the first response byte
+    // (the endpoint's round trip, without queueing or transfer time); -1 until a request reported it. The
+    // loader sizes its read-ahead by it.
+    int64_t first_byte_latency_ns = -1;
     uint64_t expected_bytes = 0;    // Content-Length of the whole (synthesised) response
     uint64_t next_body_offset = 0;  // object offset the next body callback must start at
     uint64_t received_bytes = 0;
@@ -169,6 +172,23 @@ void on_finish(aws_s3_meta_request*, const aws_s3_meta_request_result* result, v
     }
 }
 
+// Runs once per finished request (each part, each retry), on the meta request's event thread.
+void on_telemetry(aws_s3_meta_request*, aws_s3_request_metrics* metrics, void* user_data) {
+    uint64_t sent = 0, answered = 0;
+    if (aws_s3_request_metrics_get_send_end_timestamp_ns(metrics, &sent) != AWS_OP_SUCCESS ||
+        aws_s3_request_metrics_get_receive_start_timestamp_ns(metrics, &answered) != AWS_OP_SUCCESS ||
+        answered < sent) {
+        return;  // never sent or never answered: no round trip to learn from
+    }
+    ObjectStream::Shared* shared = shared_of(user_data);
+    const int64_t latency = static_cast<int64_t>(answered - sent);
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    if (shared->first_byte_latency_ns < 0 || latency < shared->first_byte_latency_ns) {
+        shared->first_byte_latency_ns = latency;
+        shared->changed.notify_all();
+    }
+}
+
 void on_shutdown(void* user_data) { delete static_cast<std::shared_ptr<ObjectStream::Shared>*>(user_data); }
 
 }  // namespace
@@ -209,6 +229,7 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     options.headers_callback = on_headers;
     options.body_callback_ex = on_body;
     options.finish_callback = on_finish;
+    options.telemetry_callback = on_telemetry;
     options.shutdown_callback = on_shutdown;
     auto* holder = new std::shared_ptr<Shared>(stream->shared_);
     options.user_data = holder;
@@ -328,6 +349,25 @@ uint64_t ObjectStream::wait_for_size() {
     std::unique_lock<std::mutex> lock(shared_->mutex);
     wait_locked(lock, [this] { return shared_->failed || shared_->headers_received; }, "response");
     return shared_->expected_bytes;
+}
+
+bool ObjectStream::first_byte_latency(double* seconds) {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    if (shared_->first_byte_latency_ns < 0) return false;
+    *seconds = static_cast<double>(shared_->first_byte_latency_ns) / 1e9;
+    return true;
+}
+
+bool ObjectStream::wait_for_first_byte_latency(double* seconds) {
+    const auto reported = [this] { return shared_->first_byte_latency_ns >= 0; };
+    try {
+        std::unique_lock<std::mutex> lock(shared_->mutex);
+        // A small object can finish before its request's telemetry is delivered: then this knows nothing yet.
+        wait_locked(lock, [&] { return shared_->failed || shared_->finished || reported(); }, "response");
+    } catch (const RequestFailure&) {
+        return false;  // the reader sees the failure when it reads
+    }
+    return first_byte_latency(seconds);
 }
 
 bool ObjectStream::size_if_known(uint64_t* size) {

@@ -97,7 +97,7 @@ struct S3Client::ShutdownWaiter {
 
 S3Client::S3Client(ClientOptions options)
     : options_(std::move(options)),
-      runtime_(CrtRuntime::for_this_process()),
+      runtime_(CrtRuntime::for_this_process(options_.event_loop_threads)),
       creator_pid_(getpid()),
       shutdown_(new ShutdownWaiter()) {
     aws_allocator* alloc = runtime_->allocator();

@@ -46,6 +46,9 @@ struct ClientOptions {
 
     bool verify_tls = true;
     std::string ca_file;  // empty: the system trust store
+    // Threads of the process-wide event loop group, fixed by the first client of the process; 0: the CRT's
+    // default (one per two cores).
+    uint16_t event_loop_threads = 0;
 };
 
 class S3Client {

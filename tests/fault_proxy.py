@@ -114,11 +114,15 @@ class FaultProxy:
         seed: seeds the RNG that draws faults.
         stall_s: how long a stalled or unanswered request stays silent at most (it also ends when the
             client closes the connection, or the proxy stops).
+        latency_s: every answer waits this long after its request arrived (a far endpoint's round trip).
     """
 
-    def __init__(self, upstream_port: int, *, seed: int = 0, stall_s: float = 60.0) -> None:
+    def __init__(
+        self, upstream_port: int, *, seed: int = 0, stall_s: float = 60.0, latency_s: float = 0.0
+    ) -> None:
         self.upstream_port = upstream_port
         self.stall_s = stall_s
+        self.latency_s = latency_s
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._rates: dict[Fault, float] = {}
@@ -292,6 +296,8 @@ class FaultProxy:
 
     def _answer(self, connection: socket.socket, request: ProxiedRequest, body: bytes) -> bool:
         """Answers one request; returns whether the connection stays open for the next one."""
+        if self.latency_s:
+            self._stopping.wait(self.latency_s)
         fault = self._choose_fault(request)
         if fault in (Fault.DROP, Fault.NO_ANSWER):
             self._record(request, fault, 0)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Optional
 
 from . import _core
-from .config import S3Config, undefined_profile
+from .config import S3Config, event_loop_threads, undefined_profile
 from .errors import CREDENTIALS_HOW_TO, credentials_unavailable
 from .url import S3Url, parse_s3_url
 
@@ -65,7 +65,7 @@ def native_client(config: S3Config) -> _core.S3Client:
                 if problem:
                     raise CredentialsSetupError(problem, "")
             try:
-                client = _core.S3Client(**options)
+                client = _core.S3Client(**options, event_loop_threads=event_loop_threads())
             except RuntimeError as error:
                 if "credentials provider" not in str(error):
                     raise

@@ -51,6 +51,9 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
     ``read_window_bytes`` ahead of the reader. So the loader holds at most ``max(max_inflight_bytes,
     read_window_bytes) + read_window_bytes`` of downloaded data, whatever the objects' sizes (one object is
     always requested ahead, even if its window alone exceeds the budget). Objects are yielded in input order.
+    Of ``max_inflight_bytes`` the loader uses what six of the endpoint's round trips (measured by the CRT on
+    real requests) at ``throughput_target_gbps`` need, at least 16 parts: all of it against S3, the floor
+    against a server next door, where read-ahead memory costs more to fault in than the latency it hides.
 
     Args:
         source_datapipe: ``s3://`` URLs of objects or prefixes.
@@ -129,7 +132,8 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
         config = self.client.config
         part = config.part_size_bytes
         reading_window = config.read_window_bytes if self.multi_part_download else part
-        window = PrefetchWindow(self.prefetch, self.max_inflight_bytes, part, reading_window)
+        rate = config.throughput_target_gbps * 1e9 / 8
+        window = PrefetchWindow(self.prefetch, self.max_inflight_bytes, part, reading_window, rate)
         targets = self._targets()
         failure: Optional[Exception] = None
         try:
