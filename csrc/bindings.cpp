@@ -454,6 +454,8 @@ PYBIND11_MODULE(_core, m) {
     py::class_<S3Client, std::shared_ptr<S3Client>>(m, "S3Client", "One CRT S3 client (connection pool, threads).")
         .def_property_readonly("pinned_pool_bytes", &S3Client::pinned_pool_bytes,
                                "Bytes of the CRT's buffer pool held by chunks not yet released.")
+        .def_property_readonly("event_loop_threads", &S3Client::event_loop_threads,
+                               "Threads of the process's shared CRT event loop group (fixed by its first client).")
         .def_property_readonly("pool_pin_budget", &S3Client::pool_pin_budget,
                                "Above this many pinned bytes, arriving parts are copied out of the pool.")
         .def(py::init([](const std::string& region, const std::string& endpoint_scheme,

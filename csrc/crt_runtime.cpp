@@ -87,6 +87,8 @@ std::shared_ptr<CrtRuntime> CrtRuntime::for_this_process(uint16_t event_loop_thr
     return g_runtime;
 }
 
+size_t CrtRuntime::event_loop_threads() const { return aws_event_loop_group_get_loop_count(event_loop_group_); }
+
 bool CrtRuntime::owned_by_this_process(pid_t creator_pid) { return creator_pid == getpid(); }
 
 CrtRuntime::CrtRuntime(uint16_t event_loop_threads) : creator_pid_(getpid()), allocator_(aws_default_allocator()) {

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -26,6 +27,8 @@ public:
 
     aws_allocator* allocator() const { return allocator_; }
     aws_client_bootstrap* bootstrap() const { return bootstrap_; }
+    // Threads of the shared event loop group (the CRT's S3 client starts further loops of its own).
+    size_t event_loop_threads() const;
 
     CrtRuntime(const CrtRuntime&) = delete;
     CrtRuntime& operator=(const CrtRuntime&) = delete;

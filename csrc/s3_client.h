@@ -61,6 +61,7 @@ public:
     const ClientOptions& options() const { return options_; }
     aws_s3_client* native() const { return client_; }
     aws_allocator* allocator() const { return runtime_->allocator(); }
+    size_t event_loop_threads() const { return runtime_->event_loop_threads(); }
     bool usable_here() const { return CrtRuntime::owned_by_this_process(creator_pid_); }
 
     // A GET message for `bucket` with the given (already encoded) path-and-query relative to the bucket,
