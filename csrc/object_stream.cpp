@@ -6,6 +6,7 @@
 #include <aws/s3/s3_client.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
