@@ -173,16 +173,21 @@ void on_finish(aws_s3_meta_request*, const aws_s3_meta_request_result* result, v
     }
 }
 
-// Runs once per finished request (each part, each retry), on the meta request's event thread.
+// Runs once per finished request (each part, each retry), on the meta request's event thread, after the
+// request's body was delivered.
+//
+// The round trip is taken from the first byte of the request sent, not the last: the CRT stamps "send end"
+// in a completion callback that a busy event loop can run after the response has begun to arrive. On a
+// loopback endpoint we saw "receive start" up to 5.5 ms before "send end"; a GET's request is a few hundred
+// bytes, so its first and last byte leave together.
 void on_telemetry(aws_s3_meta_request*, aws_s3_request_metrics* metrics, void* user_data) {
     uint64_t sent = 0, answered = 0;
-    if (aws_s3_request_metrics_get_send_end_timestamp_ns(metrics, &sent) != AWS_OP_SUCCESS ||
-        aws_s3_request_metrics_get_receive_start_timestamp_ns(metrics, &answered) != AWS_OP_SUCCESS ||
-        answered < sent) {
+    if (aws_s3_request_metrics_get_send_start_timestamp_ns(metrics, &sent) != AWS_OP_SUCCESS ||
+        aws_s3_request_metrics_get_receive_start_timestamp_ns(metrics, &answered) != AWS_OP_SUCCESS) {
         return;  // never sent or never answered: no round trip to learn from
     }
     ObjectStream::Shared* shared = shared_of(user_data);
-    const int64_t latency = static_cast<int64_t>(answered - sent);
+    const int64_t latency = answered > sent ? static_cast<int64_t>(answered - sent) : 0;
     std::lock_guard<std::mutex> lock(shared->mutex);
     if (shared->first_byte_latency_ns < 0 || latency < shared->first_byte_latency_ns) {
         shared->first_byte_latency_ns = latency;
@@ -360,13 +365,19 @@ bool ObjectStream::first_byte_latency(double* seconds) {
 }
 
 bool ObjectStream::wait_for_first_byte_latency(double* seconds) {
-    const auto reported = [this] { return shared_->first_byte_latency_ns >= 0; };
-    try {
+    {
         std::unique_lock<std::mutex> lock(shared_->mutex);
         // A small object can finish before its request's telemetry is delivered: then this knows nothing yet.
-        wait_locked(lock, [&] { return shared_->failed || shared_->finished || reported(); }, "response");
-    } catch (const RequestFailure&) {
-        return false;  // the reader sees the failure when it reads
+        const auto settled = [this] {
+            return shared_->failed || shared_->finished || shared_->first_byte_latency_ns >= 0;
+        };
+        // Waiting here is a measurement, not a read: running out of patience leaves the stream as it is (its
+        // reader applies the timeout to its own wait), and a failure is the reader's to see.
+        if (request_.timeout_ms == 0) {
+            shared_->changed.wait(lock, settled);
+        } else {
+            shared_->changed.wait_for(lock, std::chrono::milliseconds(request_.timeout_ms), settled);
+        }
     }
     return first_byte_latency(seconds);
 }

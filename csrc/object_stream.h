@@ -53,10 +53,11 @@ public:
     uint64_t wait_for_size();
     // The same without waiting: false until the response headers arrived (or if the request failed).
     bool size_if_known(uint64_t* size);
-    // The endpoint's round trip as this GET saw it: the shortest time any of its requests waited from its
-    // last byte sent to the first byte of the response. False until a request finished.
+    // The endpoint's round trip as this GET saw it: the shortest time any of its requests took from its
+    // first byte sent to the first byte of the response. False until a request's body was delivered.
     bool first_byte_latency(double* seconds);
-    // The same, blocking until a request finished (false if the GET ended without one, or failed).
+    // The same, blocking until it is known, the GET ended or failed, or the request timeout passed (then
+    // false; the stream itself is left as it was).
     bool wait_for_first_byte_latency(double* seconds);
     // The ETag of the object (empty until the headers arrived).
     std::string etag();

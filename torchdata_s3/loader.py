@@ -51,9 +51,11 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
     ``read_window_bytes`` ahead of the reader. So the loader holds at most ``max(max_inflight_bytes,
     read_window_bytes) + read_window_bytes`` of downloaded data, whatever the objects' sizes (one object is
     always requested ahead, even if its window alone exceeds the budget). Objects are yielded in input order.
-    Of ``max_inflight_bytes`` the loader uses what six of the endpoint's round trips (measured by the CRT on
-    real requests) at ``throughput_target_gbps`` need, at least 16 parts: all of it against S3, the floor
-    against a server next door, where read-ahead memory costs more to fault in than the latency it hides.
+    Of ``max_inflight_bytes`` the loader expects to use what six of the endpoint's round trips (measured by
+    the CRT on real requests) at ``throughput_target_gbps`` need, at least two parts: all of it against S3,
+    two parts against a server next door, where read-ahead memory costs more to fault in than the latency it
+    hides. Against that expectation an object of unknown size counts as large as the recent objects were, so
+    many small objects are requested at once even when the budget is two parts.
 
     Args:
         source_datapipe: ``s3://`` URLs of objects or prefixes.
@@ -147,13 +149,12 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
                     # yielded first, so errors arrive in input order, as request errors do.
                     failure = error
                     break
-                cost = window.cost_of(target.size)
-                while not window.has_room_for(cost):
+                while not window.has_room_for(target.size):
                     url, stream = window.pop()
                     yield url, StreamWrapper(stream, name=url)
                 first_window = window.window_of(target.size)
                 stream = self.client.open_location(target.location, window_bytes=first_window)
-                window.add(target.url, stream, target.size, cost)
+                window.add(target.url, stream, target.size)
             while window:
                 url, stream = window.pop()
                 yield url, StreamWrapper(stream, name=url)

@@ -15,9 +15,11 @@ __all__ = ["PrefetchWindow", "read_ahead_budget"]
 # sustain a rate, four to six round trips' worth must be in flight. Measured on the s3like profile (30 ms):
 # six gave 782 MB/s, four 681.
 ROUND_TRIPS_IN_FLIGHT = 6
-# Parts an object of unknown size costs before its headers arrive; the floor lets this many such objects
-# (typically small ones, which give most of it back) be requested at once.
-FLOOR_PARTS = 16
+# The budget never falls below this many parts: enough for the object after the one being read to start
+# its ranged GETs before it is reached. Objects of unknown size do not need more (see PrefetchWindow).
+FLOOR_PARTS = 2
+# Objects whose sizes became known, remembered to estimate what the next objects of unknown size will cost.
+SIZES_REMEMBERED = 64
 
 
 def read_ahead_budget(latency_s: Optional[float], rate_bytes_per_s: float, part: int, ceiling: int) -> int:
@@ -35,27 +37,44 @@ def read_ahead_budget(latency_s: Optional[float], rate_bytes_per_s: float, part:
 
 
 class _Ahead:
-    """One object requested ahead: its stream and the bytes it may buffer (what it costs the budget)."""
+    """One object requested ahead: its stream and what it costs the budget.
 
-    __slots__ = ("cost", "sized", "stream", "url")
+    ``cost`` is the most it may buffer (its window, in whole parts), counted against ``max_bytes``;
+    ``expected`` is what it is expected to buffer, counted against the latency-derived budget. They differ
+    only while its size is unknown.
+    """
 
-    def __init__(self, url: str, stream: _core.ObjectStream, cost: int, sized: bool) -> None:
+    __slots__ = ("cost", "expected", "size", "sized", "stream", "url")
+
+    def __init__(
+        self, url: str, stream: _core.ObjectStream, size: Optional[int], cost: int, expected: int
+    ) -> None:
         self.url = url
         self.stream = stream
+        self.size = size  # None until its headers arrive
         self.cost = cost
-        self.sized = sized  # its window already reflects its size
+        self.expected = expected
+        self.sized = size is not None  # its window already reflects its size
 
 
 class PrefetchWindow:
-    """Streams opened ahead of the reader, in input order, within ``max_objects`` and a byte budget.
+    """Streams opened ahead of the reader, in input order, within ``max_objects`` and two byte limits.
 
     An object may buffer up to ``reading_window`` of itself ahead (what it gets once it is read), so
     parallel ranged GETs of later objects overlap the reading of earlier ones. Its cost is what it may buffer,
     rounded up to whole parts (the CRT fetches whole parts). An object of unknown size starts with one part
-    and grows once its response headers tell its size, if the byte budget allows.
+    and grows once its response headers tell its size, if the budget allows.
 
-    The byte budget is :func:`read_ahead_budget` of the lowest response latency seen so far, never more than
-    ``max_bytes``. It is first measured when the budget is first full: the window then waits for the oldest
+    Two limits apply:
+
+    - ``max_bytes`` bounds the worst case, whatever the objects turn out to be: an object of unknown size
+      counts as a whole part until its headers arrive.
+    - The budget, :func:`read_ahead_budget` of the lowest response latency seen so far (never more than
+      ``max_bytes``), bounds what the objects are expected to buffer: an object of unknown size counts as the
+      largest of the last objects whose sizes became known (at most a part). Many small objects can then be
+      requested at once within a budget of a few parts, which is what a near endpoint wants for large ones.
+
+    The budget is first measured when it first refuses an object: the window then waits for the oldest
     object's first request to be answered, which its reader would wait for anyway.
     """
 
@@ -66,7 +85,9 @@ class PrefetchWindow:
         self.reading_window = reading_window
         self.rate = rate  # bytes/s the budget should sustain
         self._ahead: deque[_Ahead] = deque()
-        self._bytes = 0
+        self._bytes = 0  # the sum of costs: at most max_bytes
+        self._expected = 0  # the sum of expected costs: at most the budget
+        self._recent_costs: deque[int] = deque(maxlen=SIZES_REMEMBERED)
         self.latency: Optional[float] = None  # lowest first-byte latency seen, in seconds
         self._measured = False  # waited once for the first latency
         self.budget = read_ahead_budget(None, rate, part, max_bytes)
@@ -79,31 +100,45 @@ class PrefetchWindow:
         return max(1, min(size, self.reading_window))
 
     def cost_of(self, size: Optional[int]) -> int:
+        """The most an object ahead may buffer."""
         window = self.window_of(size)
         if size is None:
             return window
         return max(1, min(size, -(-window // self.part) * self.part))
 
-    def has_room_for(self, cost: int) -> bool:
+    def expected_cost_of(self, size: Optional[int]) -> int:
+        """What an object ahead is expected to buffer: its cost, estimated from recent objects if its size is
+        unknown."""
+        if size is not None or not self._recent_costs:
+            return self.cost_of(size)
+        return min(self.part, max(self._recent_costs))
+
+    def has_room_for(self, size: Optional[int]) -> bool:
+        """Whether an object of ``size`` (None: unknown) may be requested now."""
         if not self._ahead:
             return True  # one object is always allowed, whatever its size
         if len(self._ahead) > self.max_objects:
             return False
-        if self._bytes + cost > self.budget:
+        if not self._fits(size):
             if not self._measured:
                 self._measure_latency()
             self._settle_sizes()  # small objects whose headers arrived give back most of their part
-        return self._bytes + cost <= self.budget
+        return self._fits(size)
 
-    def add(self, url: str, stream: _core.ObjectStream, size: Optional[int], cost: int) -> None:
-        self._ahead.append(_Ahead(url, stream, cost, sized=size is not None))
+    def add(self, url: str, stream: _core.ObjectStream, size: Optional[int]) -> None:
+        cost, expected = self.cost_of(size), self.expected_cost_of(size)
+        self._ahead.append(_Ahead(url, stream, size, cost, expected))
         self._bytes += cost
+        self._expected += expected
+        if size is not None:
+            self._recent_costs.append(cost)
 
     def pop(self) -> tuple[str, _core.ObjectStream]:
         """The next object in input order, its window widened for reading."""
         self._settle_sizes()
         ahead = self._ahead.popleft()
         self._bytes -= ahead.cost
+        self._expected -= ahead.expected
         # Only streams not yet handed out are asked: a reader may have closed its own, or be reading it on
         # another thread. Telemetry lags the data, so the object behind is often the one that has answered.
         self._observe_latency(ahead.stream.first_byte_latency)
@@ -115,10 +150,26 @@ class PrefetchWindow:
     def __bool__(self) -> bool:
         return bool(self._ahead)
 
+    @property
+    def worst_case_bytes(self) -> int:
+        """The most the objects ahead may buffer (within ``max_bytes``, or one object's window)."""
+        return self._bytes
+
+    @property
+    def expected_bytes(self) -> int:
+        """What the objects ahead are expected to buffer (within the budget, or one object's window)."""
+        return self._expected
+
     def close(self) -> None:
         """Cancels every download nobody will read."""
         while self._ahead:
             self._ahead.popleft().stream.close()
+
+    def _fits(self, size: Optional[int]) -> bool:
+        return (
+            self._bytes + self.cost_of(size) <= self.max_bytes
+            and self._expected + self.expected_cost_of(size) <= self.budget
+        )
 
     def _measure_latency(self) -> None:
         # Once. A failure here is the reader's to see, in input order: this just learns nothing.
@@ -133,18 +184,32 @@ class PrefetchWindow:
 
     def _settle_sizes(self) -> None:
         # Never waits: only objects whose headers already arrived are considered, in input order.
+        growth_refused = False
         for ahead in self._ahead:
             if ahead.sized:
                 continue
-            size = ahead.stream.size_if_known
-            if size is None:
-                continue
-            cost = self.cost_of(size)
-            grows = cost > ahead.cost
-            if grows and self._bytes - ahead.cost + cost > self.budget:
-                return  # it grows once the budget allows; later objects do not overtake it
-            self._bytes += cost - ahead.cost  # a small object gives back what it will never buffer
-            ahead.cost = cost
+            if ahead.size is None:
+                ahead.size = ahead.stream.size_if_known
+                if ahead.size is None:
+                    continue
+                self._recent_costs.append(self.cost_of(ahead.size))
+                # Until its window is widened it buffers at most what it has: a small object gives back most
+                # of its part, and an estimate of its cost is replaced by what it really holds.
+                self._charge(ahead, min(ahead.cost, self.cost_of(ahead.size)))
+            cost = self.cost_of(ahead.size)
+            if cost > ahead.cost:
+                # Growing objects take the budget in input order: a later one never overtakes a refused one.
+                if growth_refused or not (
+                    self._bytes - ahead.cost + cost <= self.max_bytes
+                    and self._expected - ahead.expected + cost <= self.budget
+                ):
+                    growth_refused = True
+                    continue
+                ahead.stream.widen_window(self.window_of(ahead.size))
+                self._charge(ahead, cost)
             ahead.sized = True
-            if grows:
-                ahead.stream.widen_window(self.window_of(size))
+
+    def _charge(self, ahead: _Ahead, cost: int) -> None:
+        self._bytes += cost - ahead.cost
+        self._expected += cost - ahead.expected
+        ahead.cost = ahead.expected = cost
