@@ -14,7 +14,7 @@ from typing import Optional
 
 from . import _core
 from .config import S3Config, event_loop_threads, undefined_profile
-from .errors import CREDENTIALS_HOW_TO, credentials_unavailable
+from .errors import CREDENTIALS_HOW_TO, S3Error, credentials_unavailable
 from .url import S3Url, parse_s3_url
 
 __all__ = ["ObjectSummary", "S3Client"]
@@ -135,14 +135,26 @@ class S3Client:
         native = self._native_for(location, "ListObjectsV2")
         token = ""
         while True:
-            objects, _prefixes, next_token = native.list_objects_v2(
-                location.bucket,
-                prefix=location.key,
-                delimiter=delimiter,
-                continuation_token=token,
-                max_keys=page_size or 0,
-                timeout_ms=self.config.request_timeout_ms,
-            )
+            try:
+                objects, _prefixes, next_token = native.list_objects_v2(
+                    location.bucket,
+                    prefix=location.key,
+                    delimiter=delimiter,
+                    continuation_token=token,
+                    max_keys=page_size or 0,
+                    timeout_ms=self.config.request_timeout_ms,
+                )
+            except ValueError as malformed:
+                # A 200 answer that is no ListObjectsV2 result (a web page, a proxy's portal, another API):
+                # the request failed; the caller's input was fine.
+                url = f"s3://{location.bucket}/{location.key}"
+                raise S3Error(
+                    f"ListObjectsV2 {url} failed: the endpoint answered with something that is not a "
+                    f"ListObjectsV2 result ({malformed}). Check that endpoint_url points at an S3 API.",
+                    url=url,
+                    operation="ListObjectsV2",
+                    http_status=200,
+                ) from None
             for entry in objects:
                 yield ObjectSummary(entry)
             if next_token is None:

@@ -282,12 +282,13 @@ def _split_endpoint(endpoint_url: str) -> tuple[str, str, int]:
 
 
 EVENT_LOOP_THREADS_VARIABLE = "TORCHDATA_S3_EVENT_LOOP_THREADS"
-# The CRT puts each connection on one loop, at random (the better of two by recent load, and at start every
-# loop is idle). With two loops one of them often carries most of the connections and its thread becomes the
-# bottleneck while a core idles; with four the operating system can even out the cores. Measured on 2 cores
-# (medians of interleaved runs, 2 vs 4 loops): 757 vs 885 MB/s on the s3like profile, 1,194 vs 1,358 MB/s
-# on fast; six and eight loops gave no more. One loop tops out near 1 GB/s.
-MIN_EVENT_LOOP_THREADS = 4
+# One loop tops out near 1 GB/s, so at least two. More loops spread connections better (the CRT puts each
+# on a loop at random, and with two one loop often carries most of them), but they also take more of the
+# cores from the application's own threads. Measured on 2 cores, 4 loops against 2: large-object MB/s +17%
+# on s3like and +14% on fast, but a Python thread's pace beside the loader fell from a median of 82% to 77%
+# (waiting for a core 8-19% -> 15-27%). The default keeps the application's share;
+# TORCHDATA_S3_EVENT_LOOP_THREADS=4 trades it for throughput.
+MIN_EVENT_LOOP_THREADS = 2
 
 
 def event_loop_threads(environ: Optional[Mapping[str, str]] = None) -> int:

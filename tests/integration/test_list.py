@@ -3,10 +3,14 @@ input: test_bad_input.py."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
-from torchdata_s3 import S3FileLister
+from torchdata_s3 import S3Client, S3Config, S3Error, S3FileLister
 
 pytestmark = pytest.mark.integration
 
@@ -81,3 +85,48 @@ def test_more_than_one_page(boto_s3, bucket: str) -> None:  # type: ignore[no-un
         boto_s3.put_object(Bucket=bucket, Key=key, Body=b"")
     assert listed(f"s3://{bucket}/many/") == urls(bucket, keys)  # two pages of the server's 1000
     assert listed(f"s3://{bucket}/many/", page_size=7) == urls(bucket, keys)
+
+
+class _WebPage(BaseHTTPRequestHandler):
+    """Answers every request 200 with an HTML page, as a captive portal or a misconfigured endpoint does."""
+
+    def do_GET(self) -> None:
+        body = b"<html><body>Sign in to continue</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def web_page_endpoint() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _WebPage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def test_a_listing_answered_with_a_web_page_is_an_s3_error_naming_the_url(web_page_endpoint: str) -> None:
+    config = S3Config.resolve(endpoint_url=web_page_endpoint, anonymous=True, max_retries=0)
+    with pytest.raises(
+        S3Error, match=r"^ListObjectsV2 s3://bucket/data/ failed: .*not a ListObjectsV2 result"
+    ) as caught:
+        list(S3Client(config).list_objects("s3://bucket/data/"))
+    assert not isinstance(caught.value, ValueError)  # the input was fine; the answer was not
+    assert (caught.value.url, caught.value.operation, caught.value.http_status) == (
+        "s3://bucket/data/",
+        "ListObjectsV2",
+        200,
+    )
+    assert str(caught.value).endswith("Check that endpoint_url points at an S3 API.")
+    with pytest.raises(S3Error, match="not a ListObjectsV2 result"):
+        listed("s3://bucket/data/", config=config)
