@@ -32,7 +32,7 @@ struct ObjectStream::Shared {
     std::condition_variable changed;
     std::deque<Chunk> queue;
     bool headers_received = false;
-    // The shortest wait of any of this GET's requests from its last byte sent to the first response byte
+    // The shortest wait of any of this GET's requests from its first byte sent to the first response byte
     // (the endpoint's round trip, without queueing or transfer time); -1 until a request reported it. The
     // loader sizes its read-ahead by it.
     int64_t first_byte_latency_ns = -1;

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import http.server
 import random
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
+from tests.loopback_http import loopback_http_server
 from torchdata_s3 import (
     InvalidS3UrlError,
     S3Error,
@@ -209,15 +209,8 @@ def region_refusing_endpoint(request: pytest.FixtureRequest) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with loopback_http_server(Refusing) as url:
+        yield url
 
 
 @pytest.mark.parametrize("pipe", PIPES)

@@ -3,13 +3,13 @@ input: test_bad_input.py."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
+from tests.loopback_http import loopback_http_server
 from torchdata_s3 import S3Client, S3Config, S3Error, S3FileLister
 
 pytestmark = pytest.mark.integration
@@ -104,15 +104,8 @@ class _WebPage(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def web_page_endpoint() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _WebPage)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with loopback_http_server(_WebPage) as url:
+        yield url
 
 
 def test_a_listing_answered_with_a_web_page_is_an_s3_error_naming_the_url(web_page_endpoint: str) -> None:
