@@ -328,10 +328,17 @@ void ObjectStream::return_read_window(size_t bytes) {
 }
 
 template <class Ready>
-void ObjectStream::wait_locked(std::unique_lock<std::mutex>& lock, Ready ready, const char* waiting_for) {
+bool ObjectStream::wait_patiently(std::unique_lock<std::mutex>& lock, Ready ready) {
     if (request_.timeout_ms == 0) {
         shared_->changed.wait(lock, ready);
-    } else if (!shared_->changed.wait_for(lock, std::chrono::milliseconds(request_.timeout_ms), ready)) {
+        return true;
+    }
+    return shared_->changed.wait_for(lock, std::chrono::milliseconds(request_.timeout_ms), ready);
+}
+
+template <class Ready>
+void ObjectStream::wait_locked(std::unique_lock<std::mutex>& lock, Ready ready, const char* waiting_for) {
+    if (!wait_patiently(lock, ready)) {
         shared_->fail_locked(shared_->make_failure(
             RequestFailure::Kind::timed_out, std::string("no ") + waiting_for + " within " +
                                                  std::to_string(request_.timeout_ms) + " ms (request_timeout_ms)"));
@@ -373,11 +380,7 @@ bool ObjectStream::wait_for_first_byte_latency(double* seconds) {
         };
         // Waiting here is a measurement, not a read: running out of patience leaves the stream as it is (its
         // reader applies the timeout to its own wait), and a failure is the reader's to see.
-        if (request_.timeout_ms == 0) {
-            shared_->changed.wait(lock, settled);
-        } else {
-            shared_->changed.wait_for(lock, std::chrono::milliseconds(request_.timeout_ms), settled);
-        }
+        wait_patiently(lock, settled);
     }
     return first_byte_latency(seconds);
 }

@@ -84,6 +84,9 @@ public:
 private:
     ObjectStream(std::shared_ptr<S3Client> client, GetObjectRequest request);
     bool advance();  // moves the next queued chunk into `current_`; false if none is queued
+    // Waits until `ready` holds or the request's timeout passes; false on timeout. Changes nothing.
+    template <class Ready>
+    bool wait_patiently(std::unique_lock<std::mutex>& lock, Ready ready);
     // Waits (with the request's timeout) until `ready` holds; on timeout fails the stream and cancels it.
     template <class Ready>
     void wait_locked(std::unique_lock<std::mutex>& lock, Ready ready, const char* waiting_for);

@@ -166,10 +166,12 @@ class PrefetchWindow:
             self._ahead.popleft().stream.close()
 
     def _fits(self, size: Optional[int]) -> bool:
-        return (
-            self._bytes + self.cost_of(size) <= self.max_bytes
-            and self._expected + self.expected_cost_of(size) <= self.budget
-        )
+        return self._within_limits(self.cost_of(size), self.expected_cost_of(size))
+
+    def _within_limits(self, more_bytes: int, more_expected: int) -> bool:
+        """Whether both sums may grow by this much: the worst case within max_bytes, the expectation within
+        the budget."""
+        return self._bytes + more_bytes <= self.max_bytes and self._expected + more_expected <= self.budget
 
     def _measure_latency(self) -> None:
         # Once. A failure here is the reader's to see, in input order: this just learns nothing.
@@ -199,10 +201,7 @@ class PrefetchWindow:
             cost = self.cost_of(ahead.size)
             if cost > ahead.cost:
                 # Growing objects take the budget in input order: a later one never overtakes a refused one.
-                if growth_refused or not (
-                    self._bytes - ahead.cost + cost <= self.max_bytes
-                    and self._expected - ahead.expected + cost <= self.budget
-                ):
+                if growth_refused or not self._within_limits(cost - ahead.cost, cost - ahead.expected):
                     growth_refused = True
                     continue
                 ahead.stream.widen_window(self.window_of(ahead.size))

@@ -96,15 +96,27 @@ def fill(window: PrefetchWindow, client: S3Client, urls: list[str], size: Option
     return len(urls)
 
 
-def drain(window: PrefetchWindow, urls: list[str], size: int) -> int:
-    """Pops every object ahead, checking that each is delivered intact and in order. Returns the count."""
+def pop_checked(window: PrefetchWindow, urls: list[str], index: int, size: int) -> None:
+    """Pops the next object, checking that it is urls[index] and delivered intact."""
+    url, stream = window.pop()
+    assert (url, stream.read()) == (urls[index], bytes([index]) * size)
+
+
+def drain(window: PrefetchWindow, urls: list[str], size: int, start: int = 0) -> int:
+    """Pops every object ahead (urls[start] first), checking each one. Returns how many there were."""
     delivered = 0
     while window:
-        url, stream = window.pop()
-        assert url == urls[delivered]
-        assert stream.read() == bytes([delivered]) * size
+        pop_checked(window, urls, start + delivered, size)
         delivered += 1
     return delivered
+
+
+SMALL = 1000  # bytes: a small object, far below a part
+
+
+def small_objects(boto_s3, bucket: str, count: int) -> tuple[list[str], S3Client]:  # type: ignore[no-untyped-def]
+    """`count` objects of SMALL bytes, and a client with PART-sized parts to read them."""
+    return put_objects(boto_s3, bucket, count, SMALL), S3Client(S3Config.resolve(part_size_bytes=PART))
 
 
 @pytest.mark.parametrize("far", [False, True], ids=["near", "far"])
@@ -138,14 +150,12 @@ def test_small_objects_of_unknown_size_fill_the_count_not_the_budget(boto_s3, bu
     # would admit two. Once a few sizes are known, later objects are expected to be as small: the count
     # limit (8 ahead, plus the one allowed beyond it) is what stops the window, and the worst case (every
     # object a whole part) still stays within max_bytes.
-    size = 1000
-    urls = put_objects(boto_s3, bucket, 20, size)
-    client = S3Client(S3Config.resolve(part_size_bytes=PART))
+    urls, client = small_objects(boto_s3, bucket, 20)
     window = PrefetchWindow(8, 64 * PART, PART, reading_window=4 * PART, rate=TEST_RATE)
     try:
         assert fill(window, client, urls, None) == 9
         assert window.budget == FLOOR_PARTS * PART
-        assert drain(window, urls, size) == 9
+        assert drain(window, urls, SMALL) == 9
     finally:
         window.close()
 
@@ -154,24 +164,18 @@ def test_objects_of_unknown_size_never_exceed_the_worst_case_limit(boto_s3, buck
     # However small the objects seen so far, one of unknown size might hold a whole part until its headers
     # arrive: with max_bytes of three parts, at no point may more than three such parts be outstanding. The
     # loader's own loop, checked after every step.
-    size = 1000
-    urls = put_objects(boto_s3, bucket, 30, size)
-    client = S3Client(S3Config.resolve(part_size_bytes=PART))
+    urls, client = small_objects(boto_s3, bucket, 30)
     window = PrefetchWindow(64, 3 * PART, PART, reading_window=4 * PART, rate=TEST_RATE)
     delivered = 0
     try:
         for url in urls:
             while not window.has_room_for(None):
-                popped, stream = window.pop()
-                assert (popped, stream.read()) == (urls[delivered], bytes([delivered]) * size)
+                pop_checked(window, urls, delivered, SMALL)
                 delivered += 1
             window.add(url, client.open_location(parse_s3_url(url), window_bytes=PART), None)
             assert window.worst_case_bytes <= 3 * PART
             assert window.expected_bytes <= window.budget
-        while window:
-            popped, stream = window.pop()
-            assert (popped, stream.read()) == (urls[delivered], bytes([delivered]) * size)
-            delivered += 1
+        delivered += drain(window, urls, SMALL, start=delivered)
         assert delivered == len(urls)
     finally:
         window.close()
