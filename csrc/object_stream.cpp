@@ -6,6 +6,7 @@
 #include <aws/s3/s3_client.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -25,6 +26,17 @@ std::string header_value(const aws_http_headers* headers, const char* name) {
     return std::string(reinterpret_cast<const char*>(value.ptr), value.len);
 }
 
+// Content-Range: "bytes FIRST-LAST/TOTAL". False if absent or malformed.
+bool parse_content_range(const std::string& value, uint64_t* first, uint64_t* total) {
+    const std::string prefix = "bytes ";
+    if (value.compare(0, prefix.size(), prefix) != 0) return false;
+    const size_t dash = value.find('-', prefix.size());
+    const size_t slash = value.find('/', prefix.size());
+    if (dash == std::string::npos || slash == std::string::npos || dash > slash) return false;
+    return parse_decimal_u64(value.substr(prefix.size(), dash - prefix.size()), first) &&
+           parse_decimal_u64(value.substr(slash + 1), total);
+}
+
 }  // namespace
 
 struct ObjectStream::Shared {
@@ -37,6 +49,9 @@ struct ObjectStream::Shared {
     // loader sizes its read-ahead by it.
     int64_t first_byte_latency_ns = -1;
     uint64_t expected_bytes = 0;    // Content-Length of the whole (synthesised) response
+    uint64_t first_offset = 0;      // object offset of the response's first byte
+    uint64_t object_size = 0;       // the whole object's size
+    bool suffix_range = false;      // the first offset is learned from the headers
     uint64_t next_body_offset = 0;  // object offset the next body callback must start at
     uint64_t received_bytes = 0;
     std::string etag;
@@ -85,6 +100,16 @@ int on_headers_unguarded(const aws_http_headers* headers, ObjectStream::Shared* 
         return aws_raise_error(AWS_ERROR_S3_INVALID_CONTENT_LENGTH_HEADER);
     }
     shared->expected_bytes = length;
+    uint64_t first = 0, total = length;
+    const std::string content_range = header_value(headers, "Content-Range");
+    if (!content_range.empty() && !parse_content_range(content_range, &first, &total)) {
+        shared->fail_locked(shared->make_failure(RequestFailure::Kind::crt,
+                                                 "response with a malformed Content-Range: " + content_range));
+        return aws_raise_error(AWS_ERROR_S3_INVALID_CONTENT_RANGE_HEADER);
+    }
+    if (shared->suffix_range) shared->next_body_offset = first;
+    shared->first_offset = first;
+    shared->object_size = total;
     shared->etag = header_value(headers, "ETag");
     shared->headers_received = true;
     shared->changed.notify_all();
@@ -137,12 +162,17 @@ void on_finish_unguarded(const aws_s3_meta_request_result* result, ObjectStream:
     } else if (!shared->headers_received) {
         // An empty object: the CRT answers it without a headers callback and without body data.
         shared->expected_bytes = shared->received_bytes;
+        shared->object_size = shared->received_bytes;
         shared->headers_received = true;
     }
     shared->changed.notify_all();
 }
 
-int on_headers(aws_s3_meta_request*, const aws_http_headers* headers, int, void* user_data) {
+int on_headers(aws_s3_meta_request*, const aws_http_headers* headers, int response_status, void* user_data) {
+    // The CRT can hand over the headers of an error answer too (seen: a 416 for a range past the end),
+    // whose Content-Length is that of the error document. Only a successful answer describes the object;
+    // the failure itself arrives with the finish callback.
+    if (response_status < 200 || response_status > 299) return AWS_OP_SUCCESS;
     try {
         return on_headers_unguarded(headers, shared_of(user_data));
     } catch (const std::exception&) {
@@ -208,6 +238,7 @@ ObjectStream::ObjectStream(std::shared_ptr<S3Client> client, GetObjectRequest re
     shared_->key = request_.key;
     shared_->client = client_;
     shared_->next_body_offset = request_.has_range ? request_.range_start : 0;
+    shared_->suffix_range = request_.suffix_bytes != 0;
 }
 
 std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> client, GetObjectRequest request) {
@@ -218,14 +249,20 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     aws_uri endpoint;
     s3.endpoint_for(req.bucket, &endpoint);
     aws_http_message* message = s3.new_get_message(req.bucket, "/" + S3Client::encode_path(req.key));
-    if (req.has_range) {
-        const std::string range =
-            "bytes=" + std::to_string(req.range_start) + "-" + std::to_string(req.range_end_inclusive);
+    const auto add_header = [message](const char* name, const std::string& value) {
         aws_http_header header = {};
-        header.name = aws_byte_cursor_from_c_str("Range");
-        header.value = cursor_of(range);
+        header.name = aws_byte_cursor_from_c_str(name);
+        header.value = cursor_of(value);
         aws_http_message_add_header(message, header);
+    };
+    if (req.suffix_bytes != 0) {
+        add_header("Range", "bytes=-" + std::to_string(req.suffix_bytes));
+    } else if (req.has_range) {
+        add_header("Range", "bytes=" + std::to_string(req.range_start) + "-" + std::to_string(req.range_end_inclusive));
     }
+    // The CRT adds If-Match to the parts after the first itself; a re-fetch of an object already seen asks
+    // for the same version from its first request on.
+    if (!req.if_match.empty()) add_header("If-Match", req.if_match);
 
     aws_s3_meta_request_options options = {};
     options.type = AWS_S3_META_REQUEST_TYPE_GET_OBJECT;
@@ -290,6 +327,8 @@ void ObjectStream::cancel() {
     }
     current_ = Chunk();
     current_offset_ = 0;
+    held_.clear();
+    held_bytes_ = 0;
     aws_s3_meta_request_cancel(meta_request_);
 }
 
@@ -303,13 +342,61 @@ bool ObjectStream::advance() {
     return true;
 }
 
+void ObjectStream::release_current() {
+    return_read_window(current_.size);
+    hold(current_, position_ - current_offset_);
+    current_ = Chunk();
+    current_offset_ = 0;
+}
+
+void ObjectStream::hold(const Chunk& chunk, uint64_t start) {
+    if (retain_limit_ == 0 || !chunk || chunk.size == 0) return;
+    held_.push_back(HeldChunk{start, chunk});
+    held_bytes_ += chunk.size;
+    trim_held();
+}
+
+void ObjectStream::retain(uint64_t limit_bytes) {
+    retain_limit_ = limit_bytes;
+    if (limit_bytes == 0) {
+        held_.clear();
+        held_bytes_ = 0;
+    }
+    trim_held();
+}
+
+void ObjectStream::trim_held() {
+    // Drops the oldest chunks while the rest still cover the limit: the most recent `retain_limit_` bytes
+    // stay held even when the newest chunk is a short one (the end of the object).
+    while (held_.size() > 1 && held_bytes_ - held_.front().chunk.size >= retain_limit_) {
+        held_bytes_ -= held_.front().chunk.size;
+        held_.pop_front();
+    }
+}
+
+uint64_t ObjectStream::held_start() const {
+    if (!held_.empty()) return held_.front().start;
+    return position_ - current_offset_;
+}
+
+size_t ObjectStream::read_held(uint64_t offset, uint8_t* dst, size_t size) const {
+    size_t copied = 0;
+    const auto copy_from = [&](const Chunk& chunk, uint64_t start) {
+        const uint64_t at = offset + copied;
+        if (copied == size || !chunk || at < start || at >= start + chunk.size) return;
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(start + chunk.size - at, size - copied));
+        std::memcpy(dst + copied, chunk.data + (at - start), n);
+        copied += n;
+    };
+    // Chunks are contiguous and in order, so one pass copies a run that spans several.
+    for (const HeldChunk& held : held_) copy_from(held.chunk, held.start);
+    copy_from(current_, position_ - current_offset_);
+    return copied;
+}
+
 bool ObjectStream::try_peek(const uint8_t** data, size_t* size) {
     if (current_offset_ == current_.size) {
-        if (current_) {
-            return_read_window(current_.size);
-            current_ = Chunk();
-            current_offset_ = 0;
-        }
+        if (current_) release_current();
         if (!advance()) return false;
     }
     *data = current_.data + current_offset_;
@@ -409,10 +496,28 @@ ObjectStream::Chunk ObjectStream::take_chunk() {
         taken.size -= current_offset_;
     }
     return_read_window(chunk_size);
+    hold(current_, position_ - current_offset_);
     position_ += taken.size;
     current_ = Chunk();
     current_offset_ = 0;
     return taken;
+}
+
+void ObjectStream::wait_for_placement(uint64_t* first_offset, uint64_t* object_size) {
+    std::unique_lock<std::mutex> lock(shared_->mutex);
+    wait_locked(lock, [this] { return shared_->failed || shared_->headers_received; }, "response");
+    *first_offset = shared_->first_offset;
+    *object_size = shared_->object_size;
+}
+
+uint64_t ObjectStream::received_bytes() {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    return shared_->received_bytes;
+}
+
+uint64_t ObjectStream::buffered_bytes() {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    return shared_->received_bytes - position_;
 }
 
 std::string ObjectStream::etag() {

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +27,8 @@ struct GetObjectRequest {
     bool has_range = false;
     uint64_t range_start = 0;
     uint64_t range_end_inclusive = 0;
+    uint64_t suffix_bytes = 0;     // nonzero: only the object's last `suffix_bytes` (Range: bytes=-N)
+    std::string if_match;          // nonzero length: the object must still carry this ETag (else HTTP 412)
     uint64_t window_bytes = 0;     // bytes the stream may buffer ahead of the reader; 0: the client's default
     uint32_t timeout_ms = 0;       // longest wait for the next byte; 0: no limit
     uint64_t part_size_bytes = 0;  // 0: the client's part size
@@ -59,9 +62,26 @@ public:
     // The same, blocking until it is known, the GET ended or failed, or the request timeout passed (then
     // false; the stream itself is left as it was).
     bool wait_for_first_byte_latency(double* seconds);
+    // Blocks until the response headers arrived; returns the object offset of this stream's first byte and
+    // the whole object's size (from Content-Range when a range was asked for).
+    void wait_for_placement(uint64_t* first_offset, uint64_t* object_size);
     // The ETag of the object (empty until the headers arrived).
     std::string etag();
+    // Bytes consumed so far, counted from the stream's first byte.
     uint64_t position() const { return position_; }
+    // Bytes received so far (consumed or not).
+    uint64_t received_bytes();
+    // Bytes received and not yet consumed: what a forward skip can pass over without waiting.
+    uint64_t buffered_bytes();
+
+    // Keeps consumed bytes in memory, at least the most recent `limit_bytes` of them (whole chunks: up to a
+    // chunk more), so that read_held() can serve them again. 0 (the default) keeps nothing.
+    void retain(uint64_t limit_bytes);
+    // The lowest stream offset read_held() can serve (== position() when nothing is held).
+    uint64_t held_start() const;
+    // Copies bytes from `offset` (a stream offset below position(), or in the chunk being read) out of the
+    // retained chunks into `dst`; returns how many (0 when `offset` is not held). Never waits.
+    size_t read_held(uint64_t offset, uint8_t* dst, size_t size) const;
     // False in a fork() child: the CRT threads serving this stream exist only in the parent.
     bool usable_here() const { return CrtRuntime::owned_by_this_process(creator_pid_); }
 
@@ -91,6 +111,10 @@ private:
     template <class Ready>
     void wait_locked(std::unique_lock<std::mutex>& lock, Ready ready, const char* waiting_for);
     void return_read_window(size_t bytes);
+    // The chunk being read is done with: back to the read window, and into the retained chunks if enabled.
+    void release_current();
+    void hold(const Chunk& chunk, uint64_t start);
+    void trim_held();
 
     std::shared_ptr<S3Client> client_;
     GetObjectRequest request_;
@@ -103,7 +127,14 @@ private:
     Chunk current_;
     size_t current_offset_ = 0;
     uint64_t position_ = 0;
-    uint64_t unacknowledged_bytes_ = 0;  // read but not yet returned to the read window
+    // Consumed chunks kept for read_held(), oldest first, with their stream offsets.
+    struct HeldChunk {
+        uint64_t start;
+        Chunk chunk;
+    };
+    std::deque<HeldChunk> held_;
+    uint64_t held_bytes_ = 0;
+    uint64_t retain_limit_ = 0;
 };
 
 }  // namespace torchdata_s3

@@ -16,7 +16,13 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         "`pip install torch` (see https://pytorch.org/get-started/), then import torchdata_s3 again."
     ) from error
 
-from . import _core
+try:
+    from . import _core
+except ImportError as error:
+    from ._missing_core import explain
+
+    raise ImportError(explain(error)) from error
+
 from ._functional import install as _install_functional_names
 from .client import ObjectSummary, S3Client
 from .config import S3Config

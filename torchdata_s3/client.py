@@ -6,7 +6,6 @@ the child makes its own on first use. DataLoader workers therefore work under fo
 
 from __future__ import annotations
 
-import io
 import os
 import threading
 from collections.abc import Iterator
@@ -15,12 +14,10 @@ from typing import Optional
 from . import _core
 from .config import S3Config, event_loop_threads, undefined_profile
 from .errors import CREDENTIALS_HOW_TO, S3Error, credentials_unavailable
+from .reader import ObjectReader, S3ObjectStream
 from .url import S3Url, parse_s3_url
 
 __all__ = ["ObjectSummary", "S3Client"]
-
-# ObjectStream is a binary file object implemented natively; make isinstance(stream, io.IOBase) hold.
-io.BufferedIOBase.register(_core.ObjectStream)
 
 _native_clients: dict[S3Config, _core.S3Client] = {}
 _native_clients_pid = os.getpid()
@@ -144,6 +141,8 @@ class S3Client:
                     max_keys=page_size or 0,
                     timeout_ms=self.config.request_timeout_ms,
                 )
+            except S3Error:
+                raise  # also a ValueError (for code written for the original), but a failed request
             except ValueError as malformed:
                 # A 200 answer that is no ListObjectsV2 result (a web page, a proxy's portal, another API):
                 # the request failed; the caller's input was fine.
@@ -161,41 +160,48 @@ class S3Client:
                 return
             token = next_token
 
-    def open(
-        self,
-        url: str,
-        *,
-        byte_range: Optional[tuple[int, int]] = None,
-        window_bytes: Optional[int] = None,
-        part_size_bytes: Optional[int] = None,
-    ) -> _core.ObjectStream:
-        """Starts downloading one object and returns its stream at once (a binary file object).
+    def open(self, url: str) -> S3ObjectStream:
+        """Opens one object as a seekable binary file object; nothing is fetched before the first read.
 
-        Args:
-            url: ``s3://bucket/key`` of one object.
-            byte_range: ``(first, last)`` inclusive byte offsets to read only part of the object.
-            window_bytes: how far the download may run ahead of the reader [config.read_window_bytes].
-            part_size_bytes: size of each ranged GET [config.part_size_bytes].
+        Reads from the start fetch the object as parallel ranged GETs, ahead of the reader; ``seek`` goes
+        anywhere, and a read away from what the stream holds fetches about what it asks for (see
+        :mod:`torchdata_s3.reader`). ``seek(-n, 2)`` first (zip, Parquet) fetches only the object's tail.
 
-        Errors of the request surface on the first read (or ``.size``), not here.
+        Raises:
+            InvalidS3UrlError: a malformed URL. IsADirectoryError: the URL names a prefix.
+            Errors of the requests (S3FileNotFoundError, ...) surface on the first read, seek from the end
+            or ``.size``.
         """
         location = parse_s3_url(url)
         if location.is_prefix:
             raise IsADirectoryError(
                 f"{url!r} names a prefix, not an object; list it or drop the trailing '/'"
             )
-        return self.open_location(
-            location, byte_range=byte_range, window_bytes=window_bytes, part_size_bytes=part_size_bytes
-        )
+        return S3ObjectStream(ObjectReader(self, location))
 
-    def open_location(
+    def open_native(
         self,
         location: S3Url,
         *,
         byte_range: Optional[tuple[int, int]] = None,
+        suffix_bytes: int = 0,
+        if_match: str = "",
         window_bytes: Optional[int] = None,
         part_size_bytes: Optional[int] = None,
     ) -> _core.ObjectStream:
+        """Starts one GET and returns its native, forward-only stream at once (the mechanism under
+        :meth:`open` and the loader).
+
+        Args:
+            location: the object.
+            byte_range: ``(first, last)`` inclusive byte offsets to fetch only part of the object.
+            suffix_bytes: fetch only the object's last ``suffix_bytes`` (exclusive with byte_range).
+            if_match: fail with S3IntegrityError unless the object still has this ETag.
+            window_bytes: how far the download may run ahead of the reader [config.read_window_bytes].
+            part_size_bytes: size of each ranged GET [config.part_size_bytes].
+
+        Errors of the request surface on the first read (or ``.size``), not here.
+        """
         if byte_range is not None:
             first, last = byte_range
             if first < 0 or last < first:
@@ -206,6 +212,8 @@ class S3Client:
             location.bucket,
             location.key,
             byte_range=byte_range,
+            suffix_bytes=suffix_bytes,
+            if_match=if_match,
             window_bytes=window_bytes or 0,
             timeout_ms=self.config.request_timeout_ms,
             part_size_bytes=part_size_bytes or 0,

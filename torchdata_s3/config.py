@@ -56,6 +56,10 @@ class S3Config:
             buffers also hold bytes handed to readers without copying, up to half of what the CRT does not
             reserve for itself ((cap - 128 MiB) / 2); beyond that, arriving parts are copied out.
         read_window_bytes: bytes one open object may buffer ahead of the reader [64 MiB].
+        retain_bytes: what a stream keeps of the bytes already read, so that seeking back is served from
+            memory [64 MiB]: an object up to this size is kept whole (one GET, however the reader seeks);
+            a larger one keeps the last part (``part_size_bytes``) read, and positions outside that are
+            fetched again with ranged GETs.
         request_timeout_ms: the longest wait for the next piece of a response before the request is
             cancelled and :class:`~torchdata_s3.S3TimeoutError` raised [10000].
         connect_timeout_ms: TCP/TLS connect timeout per attempt [3000].
@@ -77,6 +81,7 @@ class S3Config:
     max_connections: Optional[int] = None
     memory_limit_bytes: Optional[int] = None
     read_window_bytes: int = 64 * MiB
+    retain_bytes: int = 64 * MiB
     request_timeout_ms: int = 10_000
     connect_timeout_ms: int = 3_000
     max_retries: int = 5
@@ -93,6 +98,7 @@ class S3Config:
         for name, low in (
             ("part_size_bytes", 64 * 1024),
             ("read_window_bytes", 1),
+            ("retain_bytes", 0),
             ("request_timeout_ms", 1),
             ("connect_timeout_ms", 1),
         ):

@@ -50,8 +50,12 @@ class InvalidS3UrlError(ValueError):
     """The string is not a usable ``s3://bucket/key`` URL."""
 
 
-class S3Error(OSError):
+class S3Error(OSError, ValueError):
     """A failed S3 request.
+
+    Also a :class:`ValueError`, as :class:`io.UnsupportedOperation` is both: the original torchdata loader
+    raised ValueError for every failed object, and code written for it that catches ValueError keeps
+    working.
 
     Attributes:
         url: ``s3://bucket/key`` (or prefix) the request was for.
@@ -173,6 +177,12 @@ def _classify(info: dict) -> tuple[type, str]:
         return S3IntegrityError, (
             "the object was overwritten while it was read (its ETag changed); the bytes already returned "
             "are from the old version only: read the object again"
+        )
+    if status == 412 or code == "PreconditionFailed":
+        # A re-fetch of part of an object carries If-Match: <the ETag the stream started with>.
+        return S3IntegrityError, (
+            "the object was overwritten after this stream started reading it (its ETag changed); the bytes "
+            "already returned are from the old version only: open the object again"
         )
     if kind in ("short_body", "out_of_order"):
         return S3IntegrityError, "the object was not received intact; it may have been overwritten while read"

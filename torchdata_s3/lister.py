@@ -11,6 +11,7 @@ from torch.utils.data.datapipes.utils.common import match_masks
 from .client import S3Client
 from .config import S3Config
 from .options import config_from_arguments
+from .sharding import as_datapipe
 from .url import parse_s3_url
 
 __all__ = ["S3FileLister"]
@@ -57,7 +58,7 @@ class S3FileLister(IterDataPipe[str]):
         **options: Any,
     ) -> None:
         super().__init__()
-        self.source_datapipe = source_datapipe
+        self.source_datapipe = as_datapipe(source_datapipe)
         self.length = length
         self.masks = masks
         self.page_size = page_size

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 from typing import Any, NamedTuple, Optional
 
@@ -14,7 +15,8 @@ from .config import S3Config
 from .lister import is_folder_marker
 from .options import config_from_arguments
 from .prefetch import PrefetchWindow
-from .sharding import ShardSpec, has_sharding_upstream
+from .reader import ObjectReader, S3ObjectStream
+from .sharding import ShardSpec, as_datapipe, has_sharding_upstream
 from .url import S3Url, parse_s3_url
 
 __all__ = ["S3FileLoader"]
@@ -32,9 +34,13 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
     r"""Yields ``(url, stream)`` for each S3 object (functional name: ``load_files_by_s3``). A drop-in for
     torchdata's ``S3FileLoader`` (0.4-0.9), but GIL-free, streaming, and prefetching.
 
-    ``stream`` is a binary file object (``read``, ``readinto``, ``readline``, iteration over lines) wrapped in
-    torch's ``StreamWrapper``, as the original yielded. It reads forward only; wrap ``stream.read()`` in
-    ``io.BytesIO`` for random access.
+    ``stream`` is a seekable binary file object (:class:`~torchdata_s3.reader.S3ObjectStream`: ``read``,
+    ``readinto``, ``readline``, iteration over lines, ``seek``/``tell`` anywhere) wrapped in torch's
+    ``StreamWrapper``, as the original yielded its ``BytesIO``; so ``PIL.Image.open``, ``torch.load``,
+    ``numpy.load``, ``zipfile``, ``tarfile`` and pyarrow take it as it is. An object up to
+    ``retain_bytes`` (64 MiB) is kept whole once read; a larger one keeps its last part, and other positions
+    are fetched again with ranged GETs. The object's response has arrived when it is yielded: a missing or
+    unreadable object raises then, in input order.
 
     Inputs ending in ``/`` (and bare buckets) are prefixes: they expand to the objects under them, in key
     order. Other inputs are objects.
@@ -58,7 +64,8 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
     many small objects are requested at once even when the budget is two parts.
 
     Args:
-        source_datapipe: ``s3://`` URLs of objects or prefixes.
+        source_datapipe: ``s3://`` URLs of objects or prefixes (an IterDataPipe, or any iterable such as a
+            list, as the original accepted).
         request_timeout_ms: see :class:`S3Config` [-1: the config's, 10000].
         region: AWS region [``""``: from the config or environment].
         buffer_size: bytes buffered ahead of the reader per object, as in the original
@@ -104,7 +111,7 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
             raise ValueError(f"prefetch must be an integer >= 0, got {prefetch!r}")
         if not isinstance(max_inflight_bytes, int) or max_inflight_bytes < 1:
             raise ValueError(f"max_inflight_bytes must be a positive integer, got {max_inflight_bytes!r}")
-        self.source_datapipe = source_datapipe
+        self.source_datapipe = as_datapipe(source_datapipe)
         self.client = S3Client(
             config_from_arguments(config, region=region, request_timeout_ms=request_timeout_ms, **options)
         )
@@ -136,6 +143,7 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
         reading_window = config.read_window_bytes if self.multi_part_download else part
         rate = config.throughput_target_gbps * 1e9 / 8
         window = PrefetchWindow(self.prefetch, self.max_inflight_bytes, part, reading_window, rate)
+        opened: deque[_Target] = deque()  # the targets of the streams in `window`, in the same order
         targets = self._targets()
         failure: Optional[Exception] = None
         try:
@@ -150,18 +158,33 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
                     failure = error
                     break
                 while not window.has_room_for(target.size):
-                    url, stream = window.pop()
-                    yield url, StreamWrapper(stream, name=url)
+                    yield self._next_ready(window, opened)
                 first_window = window.window_of(target.size)
-                stream = self.client.open_location(target.location, window_bytes=first_window)
+                stream = self.client.open_native(target.location, window_bytes=first_window)
                 window.add(target.url, stream, target.size)
+                opened.append(target)
             while window:
-                url, stream = window.pop()
-                yield url, StreamWrapper(stream, name=url)
+                yield self._next_ready(window, opened)
             if failure is not None:
                 raise failure
         finally:
             window.close()
+
+    def _next_ready(self, window: PrefetchWindow, opened: deque[_Target]) -> tuple[str, StreamWrapper]:
+        """The next object as the user gets it: a seekable stream whose response has arrived, so that a
+        missing or unreadable object raises here, when it is yielded, as the original loader did."""
+        url, native = window.pop()
+        target = opened.popleft()
+        reader = ObjectReader(
+            self.client, target.location, stream=native, size=target.size, window_bytes=window.reading_window
+        )
+        stream = S3ObjectStream(reader)
+        try:
+            reader.size  # noqa: B018 (waits for the response headers; raises the request's failure)
+        except BaseException:
+            stream.close()
+            raise
+        return url, StreamWrapper(stream, name=url)
 
     def __len__(self) -> int:
         total = len(self.source_datapipe)  # counts each prefix as one object, as the original did

@@ -134,7 +134,8 @@ class PrefetchWindow:
             self._recent_costs.append(cost)
 
     def pop(self) -> tuple[str, _core.ObjectStream]:
-        """The next object in input order, its window widened for reading."""
+        """The next object in input order. Its reader widens its window once it reads it in sequence, so an
+        object only sought through (a zip's directory, a Parquet column) fetches no more ahead."""
         self._settle_sizes()
         ahead = self._ahead.popleft()
         self._bytes -= ahead.cost
@@ -144,7 +145,6 @@ class PrefetchWindow:
         self._observe_latency(ahead.stream.first_byte_latency)
         if self._ahead:
             self._observe_latency(self._ahead[0].stream.first_byte_latency)
-        ahead.stream.widen_window(self.reading_window)
         return ahead.url, ahead.stream
 
     def __bool__(self) -> bool:

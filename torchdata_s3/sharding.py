@@ -11,7 +11,10 @@ DistributedReadingService) applies DISTRIBUTED and MULTIPROCESSING groups instea
 
 from __future__ import annotations
 
-from torch.utils.data.datapipes.datapipe import IterDataPipe
+from collections.abc import Iterable
+
+from torch.utils.data.datapipes.datapipe import IterDataPipe, MapDataPipe
+from torch.utils.data.datapipes.iter import IterableWrapper
 from torch.utils.data.datapipes.iter.sharding import SHARDING_PRIORITIES
 from torch.utils.data.graph import traverse_dps
 from torch.utils.data.graph_settings import _is_sharding_datapipe
@@ -51,8 +54,19 @@ class ShardSpec:
         return position % self.count == self.index
 
 
+def as_datapipe(source: Iterable) -> IterDataPipe:
+    """`source` itself if it is a DataPipe, else an IterableWrapper over it (a plain list of URLs, which the
+    original DataPipes accepted too)."""
+    if isinstance(source, (IterDataPipe, MapDataPipe)):
+        return source  # type: ignore[return-value]
+    return IterableWrapper(source, deepcopy=False)
+
+
 def has_sharding_upstream(datapipe: IterDataPipe) -> bool:
-    """True if `datapipe` or anything feeding it already shards (e.g. a ``sharding_filter()``)."""
+    """True if `datapipe` or anything feeding it already shards (e.g. a ``sharding_filter()``). A plain
+    iterable (a list of URLs) does not."""
+    if not isinstance(datapipe, (IterDataPipe, MapDataPipe)):
+        return False
     seen: set[int] = set()
 
     def visit(graph: dict) -> bool:

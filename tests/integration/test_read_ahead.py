@@ -51,7 +51,7 @@ def put_objects(boto_s3, bucket: str, count: int, size: int) -> list[str]:  # ty
 def test_a_get_reports_the_round_trip_of_its_requests(boto_s3, bucket: str, far_endpoint: FaultProxy) -> None:  # type: ignore[no-untyped-def]
     [url] = put_objects(boto_s3, bucket, 1, 3 * PART)
     config = S3Config.resolve(endpoint_url=far_endpoint.endpoint_url, part_size_bytes=PART)
-    stream = S3Client(config).open(url)
+    stream = S3Client(config).open_native(parse_s3_url(url))
     latency = stream.wait_for_first_byte_latency()
     assert latency is not None and PROXY_LATENCY_S <= latency < PROXY_LATENCY_S + 5
     assert stream.read() == bytes([0]) * 3 * PART  # measuring took nothing from the reader
@@ -61,7 +61,9 @@ def test_a_get_reports_the_round_trip_of_its_requests(boto_s3, bucket: str, far_
 def test_waiting_on_a_failed_get_keeps_its_error_for_the_reader(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
     from torchdata_s3.errors import S3FileNotFoundError
 
-    stream = S3Client(S3Config.resolve(part_size_bytes=PART)).open(f"s3://{bucket}/missing")
+    stream = S3Client(S3Config.resolve(part_size_bytes=PART)).open_native(
+        parse_s3_url(f"s3://{bucket}/missing")
+    )
     # The 404 was a round trip too: whether its telemetry or its failure arrives first, the wait neither
     # raises nor hangs.
     latency = stream.wait_for_first_byte_latency()
@@ -81,7 +83,7 @@ def test_a_measurement_that_runs_out_of_patience_leaves_the_stream_readable(
         config = S3Config.resolve(
             endpoint_url=slow.endpoint_url, part_size_bytes=PART, request_timeout_ms=600
         )
-        stream = S3Client(config).open(url)
+        stream = S3Client(config).open_native(parse_s3_url(url))
         assert stream.wait_for_first_byte_latency() is None
         assert stream.read() == bytes([0]) * PART
 
@@ -91,7 +93,7 @@ def fill(window: PrefetchWindow, client: S3Client, urls: list[str], size: Option
     for opened, url in enumerate(urls):
         if not window.has_room_for(size):
             return opened
-        stream = client.open_location(parse_s3_url(url), window_bytes=window.window_of(size))
+        stream = client.open_native(parse_s3_url(url), window_bytes=window.window_of(size))
         window.add(url, stream, size)
     return len(urls)
 
@@ -172,7 +174,7 @@ def test_objects_of_unknown_size_never_exceed_the_worst_case_limit(boto_s3, buck
             while not window.has_room_for(None):
                 pop_checked(window, urls, delivered, SMALL)
                 delivered += 1
-            window.add(url, client.open_location(parse_s3_url(url), window_bytes=PART), None)
+            window.add(url, client.open_native(parse_s3_url(url), window_bytes=PART), None)
             assert window.worst_case_bytes <= 3 * PART
             assert window.expected_bytes <= window.budget
         delivered += drain(window, urls, SMALL, start=delivered)

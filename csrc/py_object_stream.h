@@ -1,0 +1,320 @@
+// The Python view of one ObjectStream: a binary, forward-only file object, plus what the reader policy in
+// torchdata_s3/reader.py needs (placement, retained bytes, skipping). Blocking calls release the GIL.
+#pragma once
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "gil_release.h"
+#include "object_stream.h"
+#include "stream_reader.h"
+
+namespace torchdata_s3 {
+
+namespace py = pybind11;
+
+// Owns a block of memory handed out from a stream; Python reads it through the buffer protocol.
+struct Buffer {
+    ObjectStream::Chunk chunk;
+};
+
+[[noreturn]] inline void raise_unsupported(const std::string& message) {
+    py::object unsupported = py::module_::import("io").attr("UnsupportedOperation");
+    PyErr_SetString(unsupported.ptr(), message.c_str());
+    throw py::error_already_set();
+}
+
+// The Python file object around an ObjectStream. One reader at a time: a second thread entering while
+// another waits for data gets an error instead of corrupting the read position.
+class PyObjectStream {
+public:
+    PyObjectStream(std::shared_ptr<ObjectStream> stream, std::string name)
+        : stream_(std::move(stream)), name_(std::move(name)) {}
+
+    const std::string& name() const { return name_; }
+    bool closed() const { return stream_ == nullptr; }
+
+    void close() {
+        if (!stream_) return;
+        if (!stream_->usable_here()) {
+            // Inherited across fork(): forget it without touching the parent's request (its destructor leaks
+            // the CRT side on purpose). Raising here would only spam garbage-collection warnings.
+            stream_.reset();
+            return;
+        }
+        Entry entry(*this);
+        stream_->cancel();
+        std::shared_ptr<ObjectStream> released = std::move(stream_);
+        GilRelease release;
+        released.reset();
+    }
+
+    uint64_t size() {
+        Entry entry(*this);
+        GilRelease release;
+        return stream_->wait_for_size();
+    }
+
+    std::optional<uint64_t> size_if_known() {
+        Entry entry(*this);
+        uint64_t size;
+        if (!stream_->size_if_known(&size)) return std::nullopt;
+        return size;
+    }
+
+    std::optional<double> first_byte_latency() {
+        Entry entry(*this);
+        double seconds;
+        if (!stream_->first_byte_latency(&seconds)) return std::nullopt;
+        return seconds;
+    }
+
+    std::optional<double> wait_for_first_byte_latency() {
+        Entry entry(*this);
+        double seconds;
+        bool known;
+        {
+            GilRelease release;
+            known = stream_->wait_for_first_byte_latency(&seconds);
+        }
+        if (!known) return std::nullopt;
+        return seconds;
+    }
+
+    std::string etag() {
+        Entry entry(*this);
+        return stream_->etag();
+    }
+
+    void widen_window(uint64_t window_bytes) {
+        Entry entry(*this);
+        stream_->widen_window(window_bytes);
+    }
+
+    uint64_t tell() {
+        Entry entry(*this);
+        return stream_->position();
+    }
+
+    py::tuple placement() {
+        Entry entry(*this);
+        uint64_t first_offset, object_size;
+        {
+            GilRelease release;
+            stream_->wait_for_placement(&first_offset, &object_size);
+        }
+        return py::make_tuple(first_offset, object_size);
+    }
+
+    uint64_t received_bytes() {
+        Entry entry(*this);
+        return stream_->received_bytes();
+    }
+
+    uint64_t buffered_bytes() {
+        Entry entry(*this);
+        return stream_->buffered_bytes();
+    }
+
+    void retain(uint64_t limit_bytes) {
+        Entry entry(*this);
+        stream_->retain(limit_bytes);
+    }
+
+    uint64_t held_start() {
+        Entry entry(*this);
+        return stream_->held_start();
+    }
+
+    size_t read_held(uint64_t offset, const py::object& target) {
+        Entry entry(*this);
+        WritableView view(target);
+        GilRelease release;
+        return stream_->read_held(offset, view.data(), view.size());
+    }
+
+    uint64_t skip_ahead(uint64_t count) {
+        Entry entry(*this);
+        GilRelease release;
+        return skip(*stream_, count);
+    }
+
+    py::bytes read(int64_t size) {
+        Entry entry(*this);
+        uint64_t remaining;
+        {
+            GilRelease release;
+            remaining = stream_->wait_for_size() - stream_->position();
+        }
+        const uint64_t want = size < 0 ? remaining : std::min<uint64_t>(static_cast<uint64_t>(size), remaining);
+        PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(want));
+        if (raw == nullptr) throw py::error_already_set();
+        py::object bytes = py::reinterpret_steal<py::object>(raw);
+        size_t got;
+        {
+            GilRelease release;
+            got = read_fully(*stream_, reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(raw)), want);
+            // Reading to the end also confirms the transfer finished cleanly before we hand out the bytes.
+            if (got == remaining) stream_->wait_for_data();
+        }
+        if (got != want) {
+            raw = bytes.release().ptr();
+            if (_PyBytes_Resize(&raw, static_cast<Py_ssize_t>(got)) != 0) throw py::error_already_set();
+            bytes = py::reinterpret_steal<py::object>(raw);
+        }
+        return py::reinterpret_steal<py::bytes>(bytes.release());
+    }
+
+    py::bytes read1(int64_t size) {
+        Entry entry(*this);
+        const uint8_t* data;
+        size_t available;
+        bool more;
+        {
+            GilRelease release;
+            more = stream_->wait_for_data();
+        }
+        if (!more) return py::bytes();  // built with the GIL held, after the guard gave it back
+        stream_->try_peek(&data, &available);
+        const size_t n = size < 0 ? available : std::min<size_t>(available, static_cast<size_t>(size));
+        py::bytes out(reinterpret_cast<const char*>(data), n);
+        stream_->consume(n);
+        return out;
+    }
+
+    size_t readinto(const py::object& target, bool one_call) {
+        Entry entry(*this);
+        WritableView view(target);
+        GilRelease release;
+        return one_call ? read_available(*stream_, view.data(), view.size())
+                        : read_fully(*stream_, view.data(), view.size());
+    }
+
+    py::bytes readline(int64_t limit) {
+        Entry entry(*this);
+        // Fast path: the whole line is in the chunk at hand; no GIL release, one copy into the result.
+        const uint8_t* data;
+        size_t available;
+        if (limit != 0 && stream_->try_peek(&data, &available)) {
+            const size_t scan = limit < 0 ? available : std::min<size_t>(available, static_cast<size_t>(limit));
+            const void* newline = std::memchr(data, '\n', scan);
+            if (newline != nullptr || scan == static_cast<size_t>(limit)) {
+                const size_t n = newline ? static_cast<const uint8_t*>(newline) - data + 1 : scan;
+                py::bytes line(reinterpret_cast<const char*>(data), n);
+                stream_->consume(n);
+                return line;
+            }
+        }
+        std::string line;
+        {
+            GilRelease release;
+            read_line(*stream_, &line, limit);
+        }
+        return py::bytes(line);
+    }
+
+    py::bytes next_line() {
+        py::bytes line = readline(-1);
+        if (PyBytes_GET_SIZE(line.ptr()) == 0) throw py::stop_iteration();
+        return line;
+    }
+
+    py::list readlines(int64_t hint) {
+        py::list lines;
+        int64_t total = 0;
+        while (true) {
+            py::bytes line = readline(-1);
+            const Py_ssize_t n = PyBytes_GET_SIZE(line.ptr());
+            if (n == 0) break;
+            lines.append(std::move(line));
+            total += n;
+            if (hint > 0 && total >= hint) break;
+        }
+        return lines;
+    }
+
+    std::optional<Buffer> read_chunk() {
+        Entry entry(*this);
+        Buffer buffer;
+        {
+            GilRelease release;
+            buffer.chunk = stream_->take_chunk();
+        }
+        if (!buffer.chunk) return std::nullopt;
+        return buffer;
+    }
+
+    uint64_t seek(int64_t offset, int whence) {
+        Entry entry(*this);
+        int64_t base;
+        if (whence == 0) {
+            base = 0;
+        } else if (whence == 1) {
+            base = static_cast<int64_t>(stream_->position());
+        } else if (whence == 2) {
+            GilRelease release;
+            base = static_cast<int64_t>(stream_->wait_for_size());
+        } else {
+            throw py::value_error("invalid whence (" + std::to_string(whence) + ", should be 0, 1 or 2)");
+        }
+        const int64_t target = base + offset;
+        if (target < 0) throw py::value_error("negative seek position " + std::to_string(target));
+        const uint64_t position = stream_->position();
+        if (static_cast<uint64_t>(target) < position) {
+            raise_unsupported(name_ + " is a forward-only stream: cannot seek back from " + std::to_string(position) +
+                              " to " + std::to_string(target) + ". Read it into io.BytesIO for random access.");
+        }
+        GilRelease release;
+        return position + skip(*stream_, static_cast<uint64_t>(target) - position);
+    }
+
+private:
+    // Guards one call: the stream is open and no other thread is inside it.
+    class Entry {
+    public:
+        explicit Entry(PyObjectStream& owner) : owner_(owner) {
+            if (!owner_.stream_) throw py::value_error("I/O operation on closed file.");
+            if (!owner_.stream_->usable_here()) {
+                throw std::runtime_error(owner_.name_ +
+                                         " was opened in another process (before fork()); open it again here");
+            }
+            if (owner_.busy_) throw std::runtime_error("concurrent reads of one S3 stream from several threads");
+            owner_.busy_ = true;
+        }
+        ~Entry() { owner_.busy_ = false; }
+
+    private:
+        PyObjectStream& owner_;
+    };
+
+    // A caller's writable buffer. PyBUF_WRITABLE without PyBUF_STRIDES: only a contiguous block is accepted,
+    // so writing len bytes from buf can never land outside (or scattered across) the caller's buffer.
+    class WritableView {
+    public:
+        explicit WritableView(const py::object& target) {
+            if (PyObject_GetBuffer(target.ptr(), &view_, PyBUF_WRITABLE) != 0) throw py::error_already_set();
+        }
+        ~WritableView() { PyBuffer_Release(&view_); }
+        WritableView(const WritableView&) = delete;
+        WritableView& operator=(const WritableView&) = delete;
+        uint8_t* data() { return static_cast<uint8_t*>(view_.buf); }
+        size_t size() const { return static_cast<size_t>(view_.len); }
+
+    private:
+        Py_buffer view_;
+    };
+
+    std::shared_ptr<ObjectStream> stream_;
+    std::string name_;
+    bool busy_ = false;
+};
+
+// Adds Buffer and ObjectStream to the module.
+void bind_object_stream(py::module_& m);
+
+}  // namespace torchdata_s3
