@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "fresh_memory.h"
 #include "gil_release.h"
 #include "object_stream.h"
 #include "stream_reader.h"
@@ -158,6 +159,7 @@ public:
         size_t got;
         {
             GilRelease release;
+            prefer_huge_pages(PyBytes_AS_STRING(raw), want);
             got = read_fully(*stream_, reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(raw)), want);
             // Reading to the end also confirms the transfer finished cleanly before we hand out the bytes.
             if (got == remaining) stream_->wait_for_data();

@@ -53,6 +53,29 @@ _MIN_BUFFER_BYTES = 8 * 1024
 _RANGE_NOT_SATISFIABLE = 416
 
 
+class _Source:
+    """One GET of (part of) the object, and where it stands."""
+
+    __slots__ = ("done", "end", "first", "stream", "suffix", "widened")
+
+    def __init__(self, stream: _core.ObjectStream, first: int, *, end: Optional[int], widened: bool) -> None:
+        self.stream = stream
+        self.first = first  # object offset of its first byte (of a suffix: known once its headers came)
+        self.end = end  # object offset where the range it asked for ends (exclusive); None: the object's end
+        self.done = False  # it delivered all it will
+        self.widened = widened  # its window is as wide as a scan's
+        self.suffix = False  # it asked for the object's tail
+
+    @property
+    def position(self) -> int:
+        """The object offset of its next byte."""
+        return self.first + self.stream.tell()
+
+    def holds(self, position: int) -> bool:
+        offset = position - self.first
+        return 0 <= offset < self.stream.tell() and offset >= self.stream.held_start
+
+
 class ObjectReader(io.RawIOBase):
     """The raw, seekable reader of one S3 object (see the module docstring for the policy).
 
@@ -85,16 +108,12 @@ class ObjectReader(io.RawIOBase):
         self._size = size
         self._etag = ""
         self._pos = 0
-        self._source: Optional[_core.ObjectStream] = None
-        self._source_first = 0  # object offset of the source's first byte
-        self._source_done = False  # the source delivered all it will
-        self._source_suffix = False  # the source asked for the object's tail (its first offset comes later)
-        self._source_end: Optional[int] = None  # the object offset where a bounded range ends (exclusive)
-        self._widened = False  # the source's window was opened to read_window_bytes
-        self._next_range = RANDOM_READ_BYTES  # the next ranged GET's length when reads go on sequentially
-        self._fetched_before = 0  # bytes received by sources already closed
+        self._source: Optional[_Source] = None  # the GET read last
+        self._kept: list[_Source] = []  # earlier GETs of an object held whole, for the bytes they hold
+        self._next_range = RANDOM_READ_BYTES  # the next ranged GET's length when reads go on in order
+        self._fetched_before = 0  # bytes received by GETs already closed
         if stream is not None:
-            self._adopt(stream, first=0, widened=False)
+            self._adopt(_Source(stream, 0, end=None, widened=False))
 
     # -- what the policy knows ----------------------------------------------------------------------------
 
@@ -102,6 +121,16 @@ class ObjectReader(io.RawIOBase):
     def size(self) -> int:
         """The object's size in bytes (waits for the first response if it is not known yet)."""
         return self._known_size()
+
+    @property
+    def size_if_known(self) -> Optional[int]:
+        """The object's size, or None while no response or listing told it."""
+        return self._size
+
+    @property
+    def window_bytes(self) -> int:
+        """How far a sequential read may run ahead of the reader."""
+        return self._window
 
     @property
     def etag(self) -> str:
@@ -113,8 +142,7 @@ class ObjectReader(io.RawIOBase):
     @property
     def bytes_fetched(self) -> int:
         """Bytes received from S3 for this stream so far, over all its GETs."""
-        current = self._source.received_bytes if self._source is not None else 0
-        return self._fetched_before + current
+        return self._fetched_before + sum(source.stream.received_bytes for source in self._sources())
 
     # -- io.RawIOBase -------------------------------------------------------------------------------------
 
@@ -159,9 +187,9 @@ class ObjectReader(io.RawIOBase):
                 source = self._sequential_source(len(view))
                 if source is None:
                     return 0
-                got = source.readinto(view)
+                got = source.stream.readinto(view)
                 if not got:
-                    self._source_done = True
+                    source.done = True
                     continue
             self._pos += got
             return got
@@ -170,8 +198,8 @@ class ObjectReader(io.RawIOBase):
         self._check_open()
         parts: list[bytes] = []
         while self._size is None or self._pos < self._size:
-            if self._read_held_is_possible():
-                # Bytes held before the source's position: copy them out first.
+            if self._holder() is not None:
+                # Bytes already held: copy them out first.
                 held = bytearray(self._remaining_or(RANDOM_READ_BYTES))
                 got = self.readinto(held)
                 parts.append(bytes(memoryview(held)[:got]))
@@ -179,9 +207,9 @@ class ObjectReader(io.RawIOBase):
             source = self._sequential_source(self._remaining_or(RANDOM_READ_BYTES))
             if source is None:
                 break
-            data = source.read(-1)  # the rest of this GET, allocated once, copied once, GIL released
+            data = source.stream.read(-1)  # the rest of this GET, allocated once, copied once, GIL released
             if not data:
-                self._source_done = True
+                source.done = True
                 continue
             self._pos += len(data)
             parts.append(data)
@@ -193,16 +221,16 @@ class ObjectReader(io.RawIOBase):
         """The next block of the object without copying it (a buffer-protocol object), or None at the end."""
         self._check_open()
         while self._size is None or self._pos < self._size:
-            if self._read_held_is_possible():
+            if self._holder() is not None:
                 held = bytearray(self._part)
                 got = self.readinto(held)
                 return bytes(memoryview(held)[:got])
             source = self._sequential_source(self._part)
             if source is None:
                 return None
-            chunk = source.read_chunk()
+            chunk = source.stream.read_chunk()
             if chunk is None:
-                self._source_done = True
+                source.done = True
                 continue
             self._pos += len(chunk)
             return chunk
@@ -210,7 +238,9 @@ class ObjectReader(io.RawIOBase):
 
     def close(self) -> None:
         if not self.closed:
-            self._drop_source()
+            for source in self._sources():
+                self._close(source)
+            self._source, self._kept = None, []
         super().close()
 
     def __repr__(self) -> str:
@@ -222,11 +252,14 @@ class ObjectReader(io.RawIOBase):
         if self.closed:
             raise ValueError("I/O operation on closed file.")
 
+    def _sources(self) -> list[_Source]:
+        return ([self._source] if self._source is not None else []) + self._kept
+
     def _remaining_or(self, default: int) -> int:
         return max(1, self._size - self._pos) if self._size is not None else default
 
     def _held_whole(self) -> bool:
-        """Whether this object is small enough to be kept whole once read."""
+        """Whether this object is small enough to keep whatever of it was fetched (unknown: assume so)."""
         return self._size is None or self._size <= self._retain
 
     def _retention(self) -> int:
@@ -236,48 +269,53 @@ class ObjectReader(io.RawIOBase):
             return self._retain  # until the size is known; trimmed when it is
         return self._part
 
-    def _adopt(self, stream: _core.ObjectStream, *, first: int, widened: bool, suffix: bool = False) -> None:
-        self._drop_source()
-        self._source = stream
-        self._source_suffix = suffix
-        self._source_end = None
-        self._source_first = first
-        self._source_done = False
-        self._widened = widened
-        stream.retain(self._retention())
+    def _adopt(self, source: _Source) -> None:
+        """Makes `source` the one read; the previous one is kept for its bytes if the object is held whole."""
+        previous = self._source
+        if previous is not None:
+            if self._held_whole():
+                self._kept.append(previous)
+            else:
+                self._close(previous)
+        self._source = source
+        source.stream.retain(self._retention())
 
-    def _drop_source(self) -> None:
-        source, self._source = self._source, None
-        if source is not None:
-            # RuntimeError: opened in another process before fork(); nothing of it was fetched here.
-            with contextlib.suppress(RuntimeError):
-                self._fetched_before += source.received_bytes
-            source.close()
+    def _close(self, source: _Source) -> None:
+        # RuntimeError: opened in another process before fork(); nothing of it was fetched here.
+        with contextlib.suppress(RuntimeError):
+            self._fetched_before += source.stream.received_bytes
+        source.stream.close()
 
     def _learn_placement(self) -> bool:
         """Waits for the current source's headers: where it starts, the object's size and ETag. False (and
-        no source) when the range it asked for starts past the end of the object."""
-        assert self._source is not None
+        no current source) when the range it asked for starts past the end of the object."""
+        source = self._source
+        assert source is not None
         try:
-            first, size = self._source.placement()
+            first, size = source.stream.placement()
         except S3Error as error:
             if error.http_status != _RANGE_NOT_SATISFIABLE:
                 raise
             # Only a range asked for without knowing the size can miss the object; a suffix misses only an
             # empty one.
-            suffix = self._source_suffix
-            self._drop_source()
-            if suffix:
+            self._source = None
+            self._close(source)
+            if source.suffix:
                 self._size = 0
             return False
-        self._source_first = first
-        if self._source_suffix:
-            self._source_end = size
+        source.first = first
+        if source.suffix:
+            source.end = size
         if self._size != size:
             self._size = size
-            self._source.retain(self._retention())
+            for held in self._sources():
+                held.stream.retain(self._retention())
+            if not self._held_whole():
+                for kept in self._kept:
+                    self._close(kept)
+                self._kept = []
         if not self._etag:
-            self._etag = self._source.etag
+            self._etag = source.stream.etag
         return True
 
     def _known_size(self, tail_hint: int = 0) -> int:
@@ -287,73 +325,75 @@ class ObjectReader(io.RawIOBase):
                 # with a HEAD first), which is what a zip or Parquet reader reads next.
                 suffix = max(RANDOM_READ_BYTES, tail_hint)
                 stream = self._open(suffix_bytes=suffix, window_bytes=min(suffix, self._window))
-                self._adopt(stream, first=0, widened=True, suffix=True)
+                source = _Source(stream, 0, end=None, widened=True)
+                source.suffix = True
+                self._adopt(source)
                 self._next_range = 2 * suffix
             self._learn_placement()
         return self._size
 
-    def _read_held_is_possible(self) -> bool:
-        source = self._source
-        if source is None:
-            return False
-        offset = self._pos - self._source_first
-        return source.held_start <= offset < source.tell()
+    def _holder(self) -> Optional[_Source]:
+        """A source holding the byte at the position, made the current one; None if none does."""
+        for source in self._sources():
+            if source.holds(self._pos):
+                if source is not self._source:
+                    self._kept.remove(source)
+                    self._adopt(source)
+                return source
+        return None
 
     def _read_held(self, view: memoryview) -> int:
-        """Copies bytes at the position from what the current source holds; 0 if they are not there."""
-        source = self._source
+        """Copies bytes at the position from what a source holds; 0 if no source holds them."""
+        source = self._holder()
         if source is None:
             return 0
-        offset = self._pos - self._source_first
-        if offset < 0 or offset >= source.tell():
-            return 0
-        return source.read_held(offset, view)
+        return source.stream.read_held(self._pos - source.first, view)
 
-    def _sequential_source(self, wanted: int) -> Optional[_core.ObjectStream]:
-        """A source whose next byte is the one at the position (skipping or fetching as the policy says), or
-        None when the position is at or past the end of the object."""
+    def _sequential_source(self, wanted: int) -> Optional[_Source]:
+        """A source whose next byte is the one at the position (reading through to it, or fetching, as the
+        policy says), or None when the position is at or past the end of the object."""
         source = self._source
-        if source is not None and not self._source_done:
+        if source is not None and not source.done:
             if (not self._etag or self._size is None) and not self._learn_placement():
                 return self._fetch_from(self._pos, wanted)
             if self._pos >= self._size:  # type: ignore[operator]
                 # Nothing to read. (An empty object's GET can still fail with 416 after its headers came:
                 # seen against moto. It is never read from.)
                 return None
-            offset = self._pos - self._source_first
-            consumed = source.tell()
-            if offset > consumed and self._may_skip(source, offset - consumed):
-                if source.skip(offset - consumed) < offset - consumed:
-                    self._source_done = True
-                consumed = source.tell()
-            if offset == consumed and not self._source_done:
-                if not self._widened:
-                    source.widen_window(self._window)
-                    self._widened = True
-                return source
+        for candidate in self._sources():
+            if candidate.done or candidate.first > self._pos:
+                continue
+            distance = self._pos - candidate.position
+            if distance == 0 or (distance > 0 and self._may_skip(candidate, distance)):
+                if candidate is not self._source:
+                    self._kept.remove(candidate)
+                    self._adopt(candidate)
+                if distance and candidate.stream.skip(distance) < distance:
+                    candidate.done = True
+                    continue
+                if not candidate.widened:
+                    candidate.stream.widen_window(self._window)
+                    candidate.widened = True
+                return candidate
         return self._fetch_from(self._pos, wanted)
 
-    def _may_skip(self, source: _core.ObjectStream, distance: int) -> bool:
-        """Whether to reach a position further along the source by reading through it (else: a new GET):
-        when the object is held whole anyway, when the source's range was asked for up to there, or when the
-        bytes are (about to be) fetched already: received, or within the window granted to a scan."""
-        if self._held_whole() or (self._source_end is not None and self._pos < self._source_end):
+    def _may_skip(self, source: _Source, distance: int) -> bool:
+        """Whether to reach a position further along a source by reading through it (else: a new GET): when
+        its range was asked for up to there, or when the bytes are (about to be) fetched already: received,
+        or within the window granted to a scan."""
+        if source.end is not None and self._pos < source.end:
             return True
-        in_flight = self._window if self._widened else 0
-        return distance <= max(source.buffered_bytes, in_flight) + self._part
+        in_flight = self._window if source.widened else 0
+        return distance <= max(source.stream.buffered_bytes, in_flight) + self._part
 
-    def _fetch_from(self, position: int, wanted: int) -> Optional[_core.ObjectStream]:
+    def _fetch_from(self, position: int, wanted: int) -> Optional[_Source]:
         if self._size is not None and position >= self._size:
             return None
-        continuing = self._source is not None and self._source_done
-        continuing = continuing and position == self._source_first + self._source.tell()  # type: ignore[union-attr]
-        if self._source is None and position == 0 and self._size is None:
+        previous = self._source
+        continuing = previous is not None and previous.done and position == previous.position
+        if previous is None and not self._kept and position == 0 and self._size is None:
             # The first read of an object fetched lazily, from its start: the whole object, as a scan.
-            self._adopt(self._open(window_bytes=self._part), first=0, widened=False)
-            return self._sequential_source(wanted)
-        if self._size is not None and self._size <= self._retain and not continuing:
-            # Small enough to keep whole: fetch all of it once, and reach the position by reading through.
-            self._adopt(self._open(window_bytes=min(self._size, self._window) or 1), first=0, widened=True)
+            self._adopt(_Source(self._open(window_bytes=self._part), 0, end=None, widened=False))
             return self._sequential_source(wanted)
         if continuing:
             length = self._next_range
@@ -367,8 +407,7 @@ class ObjectReader(io.RawIOBase):
         if self._size is not None:
             last = min(last, self._size - 1)
         stream = self._open(byte_range=(position, last), window_bytes=min(last - position + 1, self._window))
-        self._adopt(stream, first=position, widened=True)
-        self._source_end = last + 1
+        self._adopt(_Source(stream, position, end=last + 1, widened=True))
         if not self._learn_placement():
             return None  # past the end of an object whose size was not known yet
         return self._source
@@ -394,8 +433,10 @@ class S3ObjectStream(io.BufferedReader):
 
     def __init__(self, raw: ObjectReader, buffer_size: Optional[int] = None) -> None:
         if buffer_size is None:
-            known = raw._size
-            buffer_size = BUFFER_BYTES if known is None else max(_MIN_BUFFER_BYTES, min(known, BUFFER_BYTES))
+            # Never more than the object, nor more than its read window: the buffer is read ahead too.
+            limit = min(BUFFER_BYTES, raw.window_bytes)
+            known = raw.size_if_known
+            buffer_size = max(_MIN_BUFFER_BYTES, limit if known is None else min(known, limit))
         super().__init__(raw, buffer_size)
 
     @property

@@ -10,7 +10,7 @@ import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
 from tests.loopback_http import loopback_http_server
-from torchdata_s3 import S3Client, S3Config, S3Error, S3FileLister
+from torchdata_s3 import InvalidS3UrlError, S3Client, S3Config, S3Error, S3FileLister
 
 pytestmark = pytest.mark.integration
 
@@ -114,7 +114,8 @@ def test_a_listing_answered_with_a_web_page_is_an_s3_error_naming_the_url(web_pa
         S3Error, match=r"^ListObjectsV2 s3://bucket/data/ failed: .*not a ListObjectsV2 result"
     ) as caught:
         list(S3Client(config).list_objects("s3://bucket/data/"))
-    assert not isinstance(caught.value, ValueError)  # the input was fine; the answer was not
+    # The input was fine; the answer was not. (Every S3Error is also a ValueError, as the original's were.)
+    assert not isinstance(caught.value, InvalidS3UrlError)
     assert (caught.value.url, caught.value.operation, caught.value.http_status) == (
         "s3://bucket/data/",
         "ListObjectsV2",

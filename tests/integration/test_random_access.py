@@ -27,7 +27,7 @@ def payload(size: int, seed: int) -> bytes:
 
 
 def config(**options: Any) -> S3Config:
-    return S3Config.resolve(part_size_bytes=PART, retain_bytes=RETAIN, **options)
+    return S3Config.resolve(**{"part_size_bytes": PART, "retain_bytes": RETAIN, **options})
 
 
 def random_operation(rng: random.Random, size: int) -> tuple[str, Callable[[Any], Any]]:
@@ -108,6 +108,20 @@ def test_an_object_held_whole_is_fetched_once_however_it_is_read(boto_s3, bucket
         stream.seek(12345)
         assert stream.read(10) == data[12345:12355]
         assert stream.bytes_fetched == len(data)
+
+
+def test_an_object_held_whole_fetches_only_what_random_reads_touch_and_keeps_it(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    data = payload(10 * MiB, seed=9)
+    boto_s3.put_object(Bucket=bucket, Key="obj", Body=data)
+    with S3Client(config(retain_bytes=16 * MiB)).open(f"s3://{bucket}/obj") as stream:
+        for _ in range(2):  # the second round is served from what the first fetched
+            stream.seek(-8, io.SEEK_END)
+            assert stream.read() == data[-8:]
+            stream.seek(3 * MiB)
+            assert stream.read(100) == data[3 * MiB : 3 * MiB + 100]
+            stream.seek(7 * MiB)
+            assert stream.read(100) == data[7 * MiB : 7 * MiB + 100]
+            assert stream.bytes_fetched == 3 * RANDOM_READ_BYTES
 
 
 def test_a_large_object_fetches_about_what_random_reads_ask_for(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
@@ -191,9 +205,12 @@ def test_code_written_for_the_original_catches_value_error(boto_s3, bucket: str)
 
 
 def test_a_plain_list_is_a_source(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    from torchdata_s3 import S3FileLister
+
     boto_s3.put_object(Bucket=bucket, Key="k", Body=b"payload")
     [(url, stream)] = list(S3FileLoader([f"s3://{bucket}/k"]))
     assert url == f"s3://{bucket}/k" and stream.read() == b"payload"
+    assert list(S3FileLister([f"s3://{bucket}/"])) == [f"s3://{bucket}/k"]
 
 
 def test_a_range_past_the_end_raises_instead_of_reporting_the_error_document(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
