@@ -122,7 +122,7 @@ PYBIND11_MODULE(_core, m) {
             Py_XDECREF(g_error_factory);
             g_error_factory = factory.release().ptr();
         },
-        "Installs callable(info: dict) -> BaseException used for every failed request.");
+        py::arg("factory"), "Installs callable(info: dict) -> BaseException used for every failed request.");
     m.def("enable_crt_logging", &enable_crt_logging, py::arg("level"),
           "Sends the CRT's own log lines at `level` and above to stderr (process-wide).");
     m.def(
