@@ -45,6 +45,7 @@ subset=(
     tests/integration/test_list.py
     tests/integration/test_failures.py
     tests/integration/test_stream_safety.py
+    tests/integration/test_random_access.py
     tests/integration/test_faults.py
 )
 
