@@ -125,9 +125,11 @@ def test_an_object_held_whole_fetches_only_what_random_reads_touch_and_keeps_it(
 
 
 def test_a_large_object_fetches_about_what_random_reads_ask_for(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
-    data = payload(40 * MiB, seed=4)
+    # Kept small for moto, which serves each ranged GET from a copy of the whole object: a 40 MiB object in
+    # 256 KiB parts once stalled it past the CRT's throughput check under the sanitizers.
+    data = payload(12 * MiB, seed=4)
     boto_s3.put_object(Bucket=bucket, Key="large", Body=data)
-    offsets = [39 * MiB, 3 * MiB, 20 * MiB, 10 * MiB]
+    offsets = [12 * MiB - 100_000, 3 * MiB, 8 * MiB, 5 * MiB]
     with S3Client(config()).open(f"s3://{bucket}/large") as stream:
         stream.seek(-8, io.SEEK_END)  # a footer first: only the tail is fetched
         assert stream.read() == data[-8:]
@@ -135,12 +137,13 @@ def test_a_large_object_fetches_about_what_random_reads_ask_for(boto_s3, bucket:
         for offset in offsets:
             stream.seek(offset)
             assert stream.read(5000) == data[offset : offset + 5000]
-        assert stream.bytes_fetched <= (1 + len(offsets)) * RANDOM_READ_BYTES
+        assert (
+            stream.bytes_fetched <= len(offsets) * RANDOM_READ_BYTES
+        )  # the first is in the tail's last part
         # Reading on from a random position grows the ranges until it is a full-speed scan.
-        stream.seek(5 * MiB)
-        digest_from = stream.read()
-        assert digest_from == data[5 * MiB :]
-        assert stream.bytes_fetched <= (1 + len(offsets)) * RANDOM_READ_BYTES + len(data) - 5 * MiB + PART
+        stream.seek(2 * MiB)
+        assert stream.read() == data[2 * MiB :]
+        assert stream.bytes_fetched <= len(offsets) * RANDOM_READ_BYTES + len(data) - 2 * MiB + PART
 
 
 def test_a_large_object_read_in_order_is_fetched_once(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
