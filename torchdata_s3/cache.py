@@ -1,0 +1,487 @@
+"""The local object cache's policy: when an entry may be served, when one is written, and what to do when
+the disk says no. The files themselves are :mod:`torchdata_s3.cache_store`'s business.
+
+Opt in with ``cache_dir`` (and ``cache_max_bytes``) on :class:`~torchdata_s3.S3Config` or the loader, or
+``TORCHDATA_S3_CACHE_DIR`` / ``TORCHDATA_S3_CACHE_MAX_BYTES``. For each object the loader asks the cache
+first:
+
+- **Hit**: an entry of this bucket and key whose size and CRC-32 add up. When the listing gave the object's
+  ETag, the entry's must match; otherwise a one-byte GET with ``If-Match: <entry's ETag>`` confirms it
+  (started when the object is prefetched). The reader gets an :class:`~torchdata_s3.reader.S3ObjectStream`
+  over the local file: the same seekable file object as for an S3 read, with ``bytes_fetched == 0``.
+- **Miss** (no entry, a stale or corrupt one): the object is fetched as always and its bytes are written to
+  a temp file as the reader receives them, under the entry's writer lock; once the reader has received every
+  byte, from the first to the last, the entry is renamed into place. A stream closed before that (or read
+  only in pieces, as a zip reader does) leaves no entry: the next epoch fetches it again.
+- **Another process is writing it**: the loader waits for that writer (at most ``WRITER_WAIT_S``) and then
+  reads the entry; if it waited in vain, it reads from S3 without caching.
+- Objects larger than ``cache_max_bytes``, and empty ones, are read through.
+
+A disk that fills up, a quota, or a directory that cannot be written turns caching off for the rest of the
+process with one :class:`CacheUnavailableWarning`; the data still comes from S3.
+
+``python -m torchdata_s3.cache DIR [--clear]`` reports (or clears) a cache; so do :func:`cache_info` and
+:func:`clear_cache`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import threading
+import time
+import warnings
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from . import _core
+from .cache_store import CacheEntry, CacheStats, CacheStore, EntryWriter, is_disk_problem, same_etag
+from .errors import S3Error
+from .reader import ObjectReader, S3ObjectStream
+from .url import S3Url
+
+if TYPE_CHECKING:
+    from .client import S3Client
+    from .config import S3Config
+
+__all__ = ["CacheUnavailableWarning", "ObjectCache", "cache_info", "clear_cache", "object_cache"]
+
+# How long a loader waits for another process writing the same entry before it reads from S3 itself. A
+# writer finishes when its reader has read the object, which for a training loop is well within this.
+WRITER_WAIT_S = 60.0
+_WAIT_STEP_S = 0.005
+_WAIT_STEP_MAX_S = 0.1
+# A chunk handed out by read_chunk() of a cached stream.
+_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+class CacheUnavailableWarning(RuntimeWarning):
+    """The cache cannot be written (full disk, quota, unwritable directory); data comes from S3 instead."""
+
+
+_caches: dict[tuple[str, int, int], Optional[ObjectCache]] = {}
+_caches_lock = threading.Lock()
+
+
+def _forget_caches() -> None:
+    # A fork child counts its own hits; the parent's unflushed counts stay the parent's.
+    _caches.clear()
+
+
+os.register_at_fork(after_in_child=_forget_caches)
+
+
+def object_cache(config: S3Config) -> Optional[ObjectCache]:
+    """The process's cache for ``config`` (None when ``cache_dir`` is not set or the directory is unusable,
+    which warns once)."""
+    if config.cache_dir is None:
+        return None
+    memo = (config.cache_dir, config.cache_max_bytes, config.retain_bytes)
+    with _caches_lock:
+        if memo not in _caches:
+            try:
+                _caches[memo] = ObjectCache(CacheStore(config.cache_dir, config.cache_max_bytes), config)
+            except OSError as error:
+                _warn(f"the cache directory {config.cache_dir!r} cannot be used ({error}); reading from S3")
+                _caches[memo] = None
+        return _caches[memo]
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, CacheUnavailableWarning, stacklevel=3)
+
+
+class _Plan:
+    """What the loader does for one object. ``needs_get``: open a GET at prefetch time, as without a cache."""
+
+    needs_get = True
+
+    def open(
+        self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
+    ) -> S3ObjectStream:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Gives back what the plan holds (an entry, a lock) when its object is never opened."""
+
+
+class _Hit(_Plan):
+    needs_get = False
+
+    def __init__(self, cache: ObjectCache, entry: CacheEntry, check: Optional[_core.ObjectStream]) -> None:
+        self.cache, self.entry, self.check = cache, entry, check
+
+    def open(
+        self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
+    ) -> S3ObjectStream:
+        if self.check is not None:
+            check, self.check = self.check, None
+            try:
+                check.placement()  # waits for the answer: 206 (same version) or 412 (changed)
+            except S3Error:
+                # Changed, deleted or unreachable: S3 decides, through a fresh GET (which raises if it must).
+                self.cache.store.discard(location.bucket, location.key)
+                self.release()
+                return self.cache.plan(location, None, "", check=False).open(client, location, None, **reader)
+            finally:
+                check.close()
+        self.cache.count(hit=True)
+        self.cache.store.touch(self.entry)
+        stream = S3ObjectStream(CachedObjectReader(self.entry, location, reader.get("window_bytes")))
+        self.entry = None  # type: ignore[assignment]  (the stream owns it now)
+        return stream
+
+    def release(self) -> None:
+        if self.check is not None:
+            self.check.close()
+            self.check = None
+        if self.entry is not None:
+            self.entry.close()
+
+
+class _Fill(_Plan):
+    """A miss whose writer lock this process holds: fetch, and write the bytes as the reader gets them."""
+
+    def __init__(self, cache: ObjectCache, location: S3Url, lock_fd: int) -> None:
+        self.cache, self.lock_fd = cache, lock_fd
+        self.name = (location.bucket, location.key)
+        cache.writing_here.add(self.name)
+
+    def open(
+        self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
+    ) -> S3ObjectStream:
+        if native is None:
+            native = client.open_native(location, window_bytes=reader.get("window_bytes"))
+        writer = self.cache.writer(location, self.lock_fd) if self.cache.writing else None
+        if writer is None:
+            self.release()
+        self.lock_fd = -1  # the writer owns it
+        if writer is None:
+            return S3ObjectStream(ObjectReader(client, location, stream=native, **reader))
+        return S3ObjectStream(
+            WriteThroughReader(client, location, writer, self.cache, stream=native, **reader)
+        )
+
+    def release(self) -> None:
+        if self.lock_fd >= 0:
+            os.close(self.lock_fd)
+            self.lock_fd = -1
+            self.cache.writing_here.discard(self.name)
+
+
+class _Wait(_Plan):
+    """Another writer holds the entry's lock: wait for it when the object is reached."""
+
+    needs_get = False
+
+    def __init__(self, cache: ObjectCache, etag: str) -> None:
+        self.cache, self.etag = cache, etag
+
+    def open(
+        self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
+    ) -> S3ObjectStream:
+        # The writer may be a stream of this very process (the same object twice in one input) that will
+        # not go on before this one is read: never wait for it.
+        here = (location.bucket, location.key) in self.cache.writing_here
+        lock_fd = None if here else self.cache.wait_for_writer(location)
+        if lock_fd is None:  # waited in vain: read through
+            self.cache.count(hit=False)
+            return S3ObjectStream(ObjectReader(client, location, **reader))
+        hit = self.cache.hit(location, self.etag, check=True)
+        if hit is not None:
+            os.close(lock_fd)
+            return hit.open(client, location, None, **reader)
+        self.cache.count(hit=False)
+        return _Fill(self.cache, location, lock_fd).open(client, location, None, **reader)
+
+
+class ObjectCache:
+    """One process's view of one cache directory: the policy of the module docstring over a CacheStore."""
+
+    def __init__(self, store: CacheStore, config: S3Config) -> None:
+        self.store = store
+        self._config = config
+        self._writing = True  # false after the disk refused a write: the rest of the process reads through
+        self._client: Optional[S3Client] = None
+        self.writing_here: set[tuple[str, str]] = set()  # (bucket, key) of the entries this process writes
+
+    @property
+    def writing(self) -> bool:
+        """Whether this process still writes entries (false once the disk refused one)."""
+        return self._writing
+
+    @property
+    def max_bytes(self) -> int:
+        return self.store.max_bytes
+
+    def plan(self, location: S3Url, size: Optional[int], etag: str, *, check: bool = True) -> _Plan:
+        """What to do for one object of known ``size`` and listing ``etag`` ("" and None when unknown)."""
+        if size is not None and not 0 < size <= self.max_bytes:
+            return _ReadThrough()
+        hit = self.hit(location, etag, check=check)
+        if hit is not None:
+            return hit
+        if not self._writing:
+            self.count(hit=False)
+            return _ReadThrough()
+        lock_fd = self.store.try_lock(location.bucket, location.key)
+        if lock_fd is None:
+            return _Wait(self, etag)
+        hit = self.hit(location, etag, check=check)  # committed between the first look and the lock
+        if hit is not None:
+            os.close(lock_fd)
+            return hit
+        self.count(hit=False)
+        return _Fill(self, location, lock_fd)
+
+    def hit(self, location: S3Url, etag: str, *, check: bool) -> Optional[_Hit]:
+        """The entry as a hit, if there is a sound one for this version (see the module docstring)."""
+        entry = self.store.open_entry(
+            location.bucket, location.key, keep_bytes_up_to=self._config.retain_bytes
+        )
+        if entry is None:
+            return None
+        if etag:
+            if same_etag(entry.etag, etag):
+                return _Hit(self, entry, None)
+            entry.close()  # stale: a writer replaces it, and until then it is never served
+            return None
+        if not check:
+            entry.close()
+            return None
+        from .client import S3Client  # the client imports the reader, which this module builds on
+
+        if self._client is None:
+            self._client = S3Client(self._config)
+        probe = self._client.open_native(location, byte_range=(0, 0), if_match=entry.etag, window_bytes=1)
+        return _Hit(self, entry, probe)
+
+    def writer(self, location: S3Url, lock_fd: int) -> Optional[EntryWriter]:
+        """A writer for the entry whose lock is ``lock_fd``; None (lock still held) if the disk refused."""
+        name = (location.bucket, location.key)
+        try:
+            return self.store.writer(
+                location.bucket, location.key, lock_fd, lambda: self.writing_here.discard(name)
+            )
+        except OSError as error:
+            self.disk_refused(error)
+            return None
+
+    def wait_for_writer(self, location: S3Url) -> Optional[int]:
+        """The entry's lock once its other writer let go (bounded by WRITER_WAIT_S), or None."""
+        deadline = time.monotonic() + WRITER_WAIT_S
+        step = _WAIT_STEP_S
+        while True:
+            lock_fd = self.store.try_lock(location.bucket, location.key)
+            if lock_fd is not None or time.monotonic() >= deadline:
+                return lock_fd
+            time.sleep(step)
+            step = min(2 * step, _WAIT_STEP_MAX_S)
+
+    def disk_refused(self, error: OSError) -> None:
+        """A write failed: turn writing off for this process (once, with one warning) if it was the disk."""
+        if self._writing:
+            self._writing = False
+            _warn(
+                f"the cache in {self.store.directory!r} cannot be written ({error}); objects are read from "
+                "S3 without caching for the rest of this process. Free space, raise the quota, fix the "
+                "directory's permissions, or lower cache_max_bytes."
+            )
+
+    def count(self, *, hit: bool) -> None:
+        self.store.count(hit)
+
+    def flush_counts(self) -> None:
+        self.store.flush_counts()
+
+
+class _ReadThrough(_Plan):
+    def open(
+        self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
+    ) -> S3ObjectStream:
+        return S3ObjectStream(ObjectReader(client, location, stream=native, **reader))
+
+
+class WriteThroughReader(ObjectReader):
+    """An :class:`ObjectReader` that also writes the bytes it returns to a cache entry, in order, and
+    commits the entry when the last byte was returned. Bytes read out of order are not written; reading
+    back over them (or on from the end of what was written) continues the entry."""
+
+    def __init__(
+        self, client: S3Client, location: S3Url, writer: EntryWriter, cache: ObjectCache, **reader: Any
+    ) -> None:
+        super().__init__(client, location, **reader)
+        self._writer: Optional[EntryWriter] = writer
+        self._cache = cache
+
+    def readinto(self, buffer: Any) -> int:
+        start = self.tell()
+        got = super().readinto(buffer)
+        if got:
+            self._record(start, memoryview(buffer).cast("B")[:got])
+        return got
+
+    def readall(self) -> bytes:
+        start = self.tell()
+        data = super().readall()
+        self._record(start, memoryview(data))
+        return data
+
+    def read_chunk(self) -> Optional[Union[_core.Buffer, bytes]]:
+        start = self.tell()
+        chunk = super().read_chunk()
+        if chunk is not None:
+            self._record(start, memoryview(chunk).cast("B"))
+        return chunk
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.abandon()
+            self._writer = None
+        super().close()
+
+    def _record(self, start: int, data: memoryview) -> None:
+        writer = self._writer
+        if writer is None:
+            return
+        if not self._cache.writing:  # another entry found the disk full: do not try this one
+            self._drop()
+            return
+        size = self.size_if_known
+        if size is not None and not 0 < size <= self._cache.max_bytes:
+            self._drop()
+            return
+        offset = writer.written - start
+        try:
+            if 0 <= offset < len(data):
+                writer.write(data[offset:])
+            if size is not None and writer.written == size:
+                self._writer = None
+                writer.commit(self.etag)
+        except OSError as error:
+            self._drop()
+            if not is_disk_problem(error):
+                raise
+            self._cache.disk_refused(error)
+
+    def _drop(self) -> None:
+        if self._writer is not None:
+            self._writer.abandon()
+            self._writer = None
+
+
+class CachedObjectReader(io.RawIOBase):
+    """The raw reader of a cached object: its checked bytes in memory, or its local file (read with
+    ``pread``, so a reader never disturbs another's position)."""
+
+    def __init__(self, entry: CacheEntry, location: S3Url, window_bytes: Optional[int]) -> None:
+        super().__init__()
+        self.name = f"s3://{location.bucket}/{location.key}"
+        self._entry = entry
+        self._size = entry.size
+        self._data = memoryview(entry.data) if entry.data is not None else None
+        if self._data is not None:
+            entry.close()  # every byte is in memory
+        self._pos = 0
+        self._window = window_bytes or _CHUNK_BYTES
+
+    size = property(lambda self: self._size)
+    size_if_known = property(lambda self: self._size)
+    window_bytes = property(lambda self: self._window)
+    etag = property(lambda self: self._entry.etag)
+    bytes_fetched = property(lambda self: 0)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        self._check_open()
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._check_open()
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}.get(whence)
+        if base is None:
+            raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
+        target = base + offset
+        if target < 0:
+            if whence == io.SEEK_SET:
+                raise ValueError(f"negative seek value {target}")
+            target = 0
+        self._pos = target
+        return target
+
+    def readinto(self, buffer: Any) -> int:
+        self._check_open()
+        view = memoryview(buffer).cast("B")
+        count = max(0, min(len(view), self._size - self._pos))
+        if not count:
+            return 0
+        if self._data is not None:
+            view[:count] = self._data[self._pos : self._pos + count]
+            got = count
+        else:
+            got = os.preadv(self._entry.fd, [view[:count]], self._pos)
+        self._pos += got
+        return got
+
+    def readall(self) -> bytes:
+        self._check_open()
+        count = max(0, self._size - self._pos)
+        if self._data is not None:
+            data = bytes(self._data[self._pos : self._pos + count])
+        else:
+            data = os.pread(self._entry.fd, count, self._pos)
+        self._pos += len(data)
+        return data
+
+    def read_chunk(self) -> Optional[bytes]:
+        chunk = self.read(_CHUNK_BYTES)
+        return chunk or None
+
+    def close(self) -> None:
+        if not self.closed:
+            self._entry.close()
+            self._data = None
+        super().close()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+
+    def __repr__(self) -> str:
+        return f"<torchdata_s3 CachedObjectReader {self.name}>"
+
+
+def cache_info(cache_dir: str, max_bytes: Optional[int] = None) -> CacheStats:
+    """The cache's entries, bytes in use and hits/misses so far (counted by every process using it)."""
+    return CacheStore(cache_dir, max_bytes or 0).stats()
+
+
+def clear_cache(cache_dir: str) -> None:
+    """Deletes every entry of the cache in ``cache_dir`` (readers with an entry open keep reading it)."""
+    CacheStore(cache_dir, 0).clear()
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torchdata_s3.cache", description=__doc__.split("\n")[0])
+    parser.add_argument("cache_dir", nargs="?", default=os.environ.get("TORCHDATA_S3_CACHE_DIR"))
+    parser.add_argument("--clear", action="store_true", help="delete every entry")
+    arguments = parser.parse_args(argv)
+    if not arguments.cache_dir:
+        parser.error("name the cache directory (or set TORCHDATA_S3_CACHE_DIR)")
+    if arguments.clear:
+        clear_cache(arguments.cache_dir)
+    stats = cache_info(arguments.cache_dir)
+    print(
+        f"{stats.directory}: {stats.entries} entries, {stats.bytes} bytes; "
+        f"{stats.hits} hits, {stats.misses} misses (hit rate {stats.hit_rate:.1%})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
