@@ -45,9 +45,13 @@ TOUCH_AFTER_S = 60.0
 # Eviction goes down to this share of the budget, so that a full cache scans its entries once per tenth of
 # its budget written rather than at every new entry.
 EVICT_TO_SHARE = 0.9
+# Bytes this process adds are recorded in the shared state once they reach this fraction of the budget.
+_BATCHES = 64
 # Hit and miss counts are added to the shared state after this many lookups (and when the process exits).
 _STATS_FLUSH_EVERY = 256
 _CHECK_CHUNK_BYTES = 8 * 1024 * 1024
+# A small entry is read whole, footer included, in one call: its footer is assumed to fit in this.
+_FOOTER_ALLOWANCE = 4096
 
 
 def entry_name(bucket: str, key: str) -> str:
@@ -89,7 +93,8 @@ class CacheEntry:
     key: str
     etag: str
     size: int
-    data: Optional[bytes]  # the bytes, when read whole to check them (small entries)
+    data: Optional[memoryview]  # the bytes, when read whole to check them (small entries)
+    used_at: float  # the entry's mtime when opened: its last use
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -170,6 +175,8 @@ class CacheStore:
         self.max_bytes = max_bytes
         self._temp_numbers = itertools.count()
         self._hits = self._misses = self._lookups = 0
+        self._pending_bytes = 0  # added or removed here, not yet in the shared state
+        self._known_bytes = 0  # the shared total when this process last saw it
         for sub in ("entries", "tmp"):
             os.makedirs(os.path.join(self.root, sub), exist_ok=True)
         self._remove_dead_temps()
@@ -209,9 +216,9 @@ class CacheStore:
 
     def touch(self, entry: CacheEntry) -> None:
         """Marks an entry used now (for LRU), at most once per ``TOUCH_AFTER_S``."""
-        with contextlib.suppress(OSError):
-            now = time.time()
-            if now - os.fstat(entry.fd).st_mtime > TOUCH_AFTER_S:
+        now = time.time()
+        if now - entry.used_at > TOUCH_AFTER_S:
+            with contextlib.suppress(OSError):
                 os.utime(entry.fd, (now, now))
 
     def discard(self, bucket: str, key: str, *, inode: Optional[int] = None) -> None:
@@ -223,7 +230,7 @@ class CacheStore:
             if inode is not None and info.st_ino != inode:
                 return
             os.unlink(path)
-            self.added(-info.st_size, evict=False)
+            self.added(-info.st_size)
 
     def try_lock(self, bucket: str, key: str) -> Optional[int]:
         """The writer lock of (bucket, key) as an open descriptor, or None if another writer holds it."""
@@ -248,13 +255,17 @@ class CacheStore:
 
     # -- budget and statistics ----------------------------------------------------------------------------
 
-    def added(self, delta: int, *, evict: bool = True) -> None:
-        """Records ``delta`` bytes more (or fewer) in use; evicts least recently used entries over budget."""
-        with self._state() as state:
-            state["bytes"] = max(0, state["bytes"] + delta)
-            self._flush_counts(state)
-            if evict and state["bytes"] > self.max_bytes:
-                state["bytes"] = self._evict_to(int(self.max_bytes * EVICT_TO_SHARE))
+    def added(self, delta: int) -> None:
+        """Records ``delta`` bytes more (or fewer) in use. The shared total is updated (and least recently
+        used entries evicted beyond the budget) in batches, to spare small objects a locked update each:
+        when the bytes not yet recorded could take the total past the budget, reach ``1 / _BATCHES`` of it,
+        and at every flush."""
+        self._pending_bytes += delta
+        if (
+            self._known_bytes + self._pending_bytes > self.max_bytes
+            or abs(self._pending_bytes) * _BATCHES >= self.max_bytes
+        ):
+            self.flush_counts()
 
     def count(self, hit: bool) -> None:
         if hit:
@@ -266,7 +277,8 @@ class CacheStore:
             self.flush_counts()
 
     def flush_counts(self) -> None:
-        if self._hits or self._misses:
+        """Adds this process's counts and bytes to the shared state; evicts if the total is over budget."""
+        if self._hits or self._misses or self._pending_bytes:
             with contextlib.suppress(OSError), self._state() as state:
                 self._flush_counts(state)
 
@@ -292,13 +304,17 @@ class CacheStore:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(os.path.join(entries, folder, name))
             state.update(bytes=0, hits=0, misses=0)
-            self._hits = self._misses = 0
+            self._hits = self._misses = self._pending_bytes = self._known_bytes = 0
         self._remove_dead_temps()
 
     def _flush_counts(self, state: dict) -> None:
         state["hits"] += self._hits
         state["misses"] += self._misses
-        self._hits = self._misses = 0
+        state["bytes"] = max(0, state["bytes"] + self._pending_bytes)
+        self._hits = self._misses = self._pending_bytes = 0
+        if self.max_bytes and state["bytes"] > self.max_bytes:
+            state["bytes"] = self._evict_to(int(self.max_bytes * EVICT_TO_SHARE))
+        self._known_bytes = state["bytes"]
 
     @contextlib.contextmanager
     def _state(self) -> Iterator[dict]:
@@ -365,26 +381,37 @@ class CacheStore:
 
 def _checked_entry(fd: int, bucket: str, key: str, keep_bytes_up_to: int) -> CacheEntry:
     """Reads and checks an entry's footer and bytes. Raises CorruptEntry if anything does not add up."""
-    total = os.fstat(fd).st_size
+    info = os.fstat(fd)
+    total = info.st_size
     if total < _TAIL.size:
         raise CorruptEntry("shorter than a footer")
-    footer_length, magic = _TAIL.unpack(os.pread(fd, _TAIL.size, total - _TAIL.size))
+    whole: Optional[memoryview] = None
+    if total <= keep_bytes_up_to + _FOOTER_ALLOWANCE:
+        whole = memoryview(os.pread(fd, total, 0))  # small: bytes and footer in one read
+        if len(whole) != total:
+            raise CorruptEntry("shorter than its size")
+        tail = bytes(whole[-_TAIL.size :])
+    else:
+        tail = os.pread(fd, _TAIL.size, total - _TAIL.size)
+    footer_length, magic = _TAIL.unpack(tail)
     if magic != _MAGIC or footer_length > total - _TAIL.size:
         raise CorruptEntry("no footer")
     size = total - _TAIL.size - footer_length
+    raw_footer = (
+        whole[size : size + footer_length] if whole is not None else os.pread(fd, footer_length, size)
+    )
     try:
-        footer = json.loads(os.pread(fd, footer_length, size))
+        footer = json.loads(bytes(raw_footer))
         ok = footer["bucket"] == bucket and footer["key"] == key and footer["size"] == size
         etag, expected_crc = str(footer["etag"]), int(footer["crc32"])
     except (ValueError, KeyError, TypeError) as error:
         raise CorruptEntry("unreadable footer") from error
     if not ok:
         raise CorruptEntry("footer of another object or size")
-    data: Optional[bytes] = None
-    if size <= keep_bytes_up_to:
-        data = os.pread(fd, size, 0)
-        got = len(data)
-        crc = zlib.crc32(data)
+    data: Optional[memoryview] = None
+    if whole is not None:
+        data = whole[:size]
+        got, crc = size, zlib.crc32(data)
     else:
         crc, got = 0, 0
         while got < size:
@@ -395,7 +422,7 @@ def _checked_entry(fd: int, bucket: str, key: str, keep_bytes_up_to: int) -> Cac
             got += len(chunk)
     if got != size or crc != expected_crc:
         raise CorruptEntry("bytes do not match the checksum")
-    return CacheEntry(fd, bucket, key, etag, size, data)
+    return CacheEntry(fd, bucket, key, etag, size, data, info.st_mtime)
 
 
 def is_disk_problem(error: OSError) -> bool:
