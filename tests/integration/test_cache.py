@@ -316,3 +316,30 @@ def test_the_environment_turns_the_cache_on(monkeypatch: pytest.MonkeyPatch, tmp
     monkeypatch.setenv("TORCHDATA_S3_CACHE_MAX_BYTES", "lots")
     with pytest.raises(ValueError, match="TORCHDATA_S3_CACHE_MAX_BYTES"):
         S3Config.resolve()
+
+
+def digest_and_fetched(item: tuple) -> tuple[str, str, int]:
+    url, stream = item
+    try:
+        return url, hashlib.sha256(stream.read()).hexdigest(), stream.bytes_fetched
+    finally:
+        stream.close()
+
+
+def test_dataloader_workers_fill_and_share_the_cache(boto_s3, bucket: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from torch.utils.data import DataLoader
+
+    objects = put_dataset(boto_s3, bucket, [random.Random(n).randrange(1, MiB) for n in range(12)])
+    expected = {url: hashlib.sha256(data).hexdigest() for url, data in objects.items()}
+    pipe = S3FileLoader(IterableWrapper([f"s3://{bucket}/data/"]), cache_dir=str(tmp_path)).map(
+        digest_and_fetched
+    )
+    loader = DataLoader(pipe, num_workers=2, batch_size=None, multiprocessing_context="fork")
+    first = [item for item in loader]  # not list(): it asks len(), which counts the prefix as one
+    assert {url: digest for url, digest, _fetched in first} == expected
+    assert all(fetched >= len(objects[url]) for url, _digest, fetched in first)
+    second = [item for item in loader]
+    assert {url: digest for url, digest, _fetched in second} == expected
+    assert all(fetched == 0 for _url, _digest, fetched in second)
+    stats = cache_info(str(tmp_path))
+    assert (stats.entries, stats.hits, stats.misses) == (len(objects), len(objects), len(objects))
