@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from . import _core
 from .cache_store import CacheEntry, CacheStats, CacheStore, EntryWriter, is_disk_problem, same_etag
-from .errors import S3Error
+from .errors import S3Error, S3FileNotFoundError, S3IntegrityError
 from .reader import ObjectReader, S3ObjectStream
 from .url import S3Url
 
@@ -118,11 +118,14 @@ class _Hit(_Plan):
             check, self.check = self.check, None
             try:
                 check.placement()  # waits for the answer: 206 (same version) or 412 (changed)
-            except S3Error:
-                # Changed, deleted or unreachable: S3 decides, through a fresh GET (which raises if it must).
-                self.cache.store.discard(location.bucket, location.key)
+            except S3Error as error:
+                # Changed or deleted: the entry goes. Either way, or if S3 could not be asked, a fresh GET
+                # decides (and raises what it must); an unreachable endpoint says nothing against the entry.
+                if isinstance(error, (S3IntegrityError, S3FileNotFoundError)):
+                    self.cache.store.discard(location.bucket, location.key)
                 self.release()
-                return self.cache.plan(location, None, "", check=False).open(client, location, None, **reader)
+                plan = self.cache.plan(client, location, None, "", check=False)
+                return plan.open(client, location, None, **reader)
             finally:
                 check.close()
         self.cache.count(hit=True)
@@ -187,7 +190,7 @@ class _Wait(_Plan):
         if lock_fd is None:  # waited in vain: read through
             self.cache.count(hit=False)
             return S3ObjectStream(ObjectReader(client, location, **reader))
-        hit = self.cache.hit(location, self.etag, check=True)
+        hit = self.cache.hit(client, location, self.etag, check=True)
         if hit is not None:
             os.close(lock_fd)
             return hit.open(client, location, None, **reader)
@@ -202,7 +205,6 @@ class ObjectCache:
         self.store = store
         self._config = config
         self._writing = True  # false after the disk refused a write: the rest of the process reads through
-        self._client: Optional[S3Client] = None
         self.writing_here: set[tuple[str, str]] = set()  # (bucket, key) of the entries this process writes
 
     @property
@@ -214,11 +216,14 @@ class ObjectCache:
     def max_bytes(self) -> int:
         return self.store.max_bytes
 
-    def plan(self, location: S3Url, size: Optional[int], etag: str, *, check: bool = True) -> _Plan:
-        """What to do for one object of known ``size`` and listing ``etag`` ("" and None when unknown)."""
+    def plan(
+        self, client: S3Client, location: S3Url, size: Optional[int], etag: str, *, check: bool = True
+    ) -> _Plan:
+        """What to do for one object of known ``size`` and listing ``etag`` ("" and None when unknown);
+        ``client`` sends the conditional GET that confirms an entry whose ETag the listing did not give."""
         if size is not None and not 0 < size <= self.max_bytes:
             return _ReadThrough()
-        hit = self.hit(location, etag, check=check)
+        hit = self.hit(client, location, etag, check=check)
         if hit is not None:
             return hit
         if not self._writing:
@@ -227,14 +232,14 @@ class ObjectCache:
         lock_fd = self.store.try_lock(location.bucket, location.key)
         if lock_fd is None:
             return _Wait(self, etag)
-        hit = self.hit(location, etag, check=check)  # committed between the first look and the lock
+        hit = self.hit(client, location, etag, check=check)  # committed between the first look and the lock
         if hit is not None:
             os.close(lock_fd)
             return hit
         self.count(hit=False)
         return _Fill(self, location, lock_fd)
 
-    def hit(self, location: S3Url, etag: str, *, check: bool) -> Optional[_Hit]:
+    def hit(self, client: S3Client, location: S3Url, etag: str, *, check: bool) -> Optional[_Hit]:
         """The entry as a hit, if there is a sound one for this version (see the module docstring)."""
         entry = self.store.open_entry(
             location.bucket, location.key, keep_bytes_up_to=self._config.retain_bytes
@@ -249,11 +254,7 @@ class ObjectCache:
         if not check:
             entry.close()
             return None
-        from .client import S3Client  # the client imports the reader, which this module builds on
-
-        if self._client is None:
-            self._client = S3Client(self._config)
-        probe = self._client.open_native(location, byte_range=(0, 0), if_match=entry.etag, window_bytes=1)
+        probe = client.open_native(location, byte_range=(0, 0), if_match=entry.etag, window_bytes=1)
         return _Hit(self, entry, probe)
 
     def writer(self, location: S3Url, lock_fd: int) -> Optional[EntryWriter]:

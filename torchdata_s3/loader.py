@@ -163,7 +163,11 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
                     # yielded first, so errors arrive in input order, as request errors do.
                     failure = error
                     break
-                plan = cache.plan(target.location, target.size, target.etag) if cache is not None else None
+                plan = (
+                    cache.plan(self.client, target.location, target.size, target.etag)
+                    if cache is not None
+                    else None
+                )
                 opened.append(target)
                 plans.append(plan)
                 if plan is not None and not plan.needs_get:

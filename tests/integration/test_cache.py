@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
-from torchdata_s3 import S3Config, S3FileLoader
+from torchdata_s3 import S3Config, S3FileLoader, S3FileNotFoundError, S3NetworkError
 from torchdata_s3.cache import CacheUnavailableWarning, cache_info, clear_cache, main
 from torchdata_s3.cache_store import VERSION_DIR, CacheStore, entry_name
 from torchdata_s3.reader import S3ObjectStream
@@ -343,3 +343,24 @@ def test_dataloader_workers_fill_and_share_the_cache(boto_s3, bucket: str, tmp_p
     assert all(fetched == 0 for _url, _digest, fetched in second)
     stats = cache_info(str(tmp_path))
     assert (stats.entries, stats.hits, stats.misses) == (len(objects), len(objects), len(objects))
+
+
+def test_the_conditional_check_asks_the_loaders_own_endpoint(boto_s3, bucket: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A cache directory shared by loaders of different endpoints confirms each entry where its loader
+    reads: an endpoint that cannot be reached fails as it would without the cache, never serves the entry."""
+    objects = put_dataset(boto_s3, bucket, [3000])
+    epoch(list(objects), tmp_path)
+    with pytest.raises(S3NetworkError):
+        epoch(list(objects), tmp_path, endpoint_url="http://127.0.0.1:9", max_retries=0)
+    assert all(got[1] == 0 for got in epoch(list(objects), tmp_path).values())
+
+
+def test_a_deleted_object_named_by_url_is_not_served_from_the_cache(
+    boto_s3, bucket: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    objects = put_dataset(boto_s3, bucket, [3000])
+    epoch(list(objects), tmp_path)
+    boto_s3.delete_object(Bucket=bucket, Key="data/000.bin")
+    with pytest.raises(S3FileNotFoundError):
+        epoch(list(objects), tmp_path)
+    assert entry_files(tmp_path) == []
