@@ -64,6 +64,10 @@ class S3Config:
             cancelled and :class:`~torchdata_s3.S3TimeoutError` raised [10000].
         connect_timeout_ms: TCP/TLS connect timeout per attempt [3000].
         max_retries: retries of a failed part (5xx, SlowDown, dropped connections) [5].
+        cache_dir: a local directory where the loader keeps the objects it reads, so later epochs read them
+            from disk (see :mod:`torchdata_s3.cache`) [None: no cache; ``TORCHDATA_S3_CACHE_DIR``].
+        cache_max_bytes: the cache's budget: least recently used objects are evicted beyond it, and objects
+            larger than it are never cached [10 GiB; ``TORCHDATA_S3_CACHE_MAX_BYTES``].
     """
 
     region: str = "us-east-1"
@@ -85,6 +89,8 @@ class S3Config:
     request_timeout_ms: int = 10_000
     connect_timeout_ms: int = 3_000
     max_retries: int = 5
+    cache_dir: Optional[str] = None
+    cache_max_bytes: int = 10 * 1024 * MiB
 
     def __post_init__(self) -> None:
         if not self.region:
@@ -105,6 +111,14 @@ class S3Config:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if (
+            not isinstance(self.cache_max_bytes, int)
+            or isinstance(self.cache_max_bytes, bool)
+            or (self.cache_max_bytes < 1)
+        ):
+            raise ValueError(f"cache_max_bytes must be an integer >= 1, got {self.cache_max_bytes!r}")
+        if self.cache_dir is not None and (not isinstance(self.cache_dir, str) or not self.cache_dir):
+            raise ValueError(f"cache_dir must be None or a non-empty path, got {self.cache_dir!r}")
         if not isinstance(self.max_retries, int) or self.max_retries < 0:
             raise ValueError(f"max_retries must be an integer >= 0, got {self.max_retries!r}")
         if self.max_connections is not None and (
@@ -130,7 +144,8 @@ class S3Config:
             ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, ``S3_ENDPOINT_URL`` (the original torchdata's; may
             lack a scheme, then ``S3_USE_HTTPS`` picks it, default https), ``AWS_REGION``,
             ``AWS_DEFAULT_REGION``, ``AWS_PROFILE`` (ignored when ``AWS_ACCESS_KEY_ID`` is set: keys in the
-            environment win, as in the AWS CLI), ``S3_VERIFY_SSL``. Credentials in ``AWS_ACCESS_KEY_ID`` etc.
+            environment win, as in the AWS CLI), ``S3_VERIFY_SSL``, ``TORCHDATA_S3_CACHE_DIR``,
+            ``TORCHDATA_S3_CACHE_MAX_BYTES``. Credentials in ``AWS_ACCESS_KEY_ID`` etc.
             are read by the CRT's default provider chain, not here, so they are never copied around.
 
         Raises:
@@ -172,6 +187,15 @@ class S3Config:
             verify = _env_flag(env, "S3_VERIFY_SSL")
             if verify is not None:
                 values["verify_ssl"] = verify
+        if "cache_dir" not in values and env.get("TORCHDATA_S3_CACHE_DIR", "").strip():
+            values["cache_dir"] = env["TORCHDATA_S3_CACHE_DIR"].strip()
+        if "cache_max_bytes" not in values and env.get("TORCHDATA_S3_CACHE_MAX_BYTES", "").strip():
+            budget = env["TORCHDATA_S3_CACHE_MAX_BYTES"].strip()
+            if not budget.isdigit():
+                raise ValueError(
+                    f"environment variable TORCHDATA_S3_CACHE_MAX_BYTES={budget!r} is not a number of bytes"
+                )
+            values["cache_max_bytes"] = int(budget)
         return cls(**values)
 
     def replace(self, **changes: Any) -> S3Config:

@@ -10,6 +10,7 @@ from torch.utils.data.datapipes.datapipe import IterDataPipe
 from torch.utils.data.datapipes.iter.sharding import SHARDING_PRIORITIES, _ShardingIterDataPipe
 from torch.utils.data.datapipes.utils.common import StreamWrapper
 
+from .cache import object_cache
 from .client import S3Client
 from .config import S3Config
 from .lister import is_folder_marker
@@ -28,6 +29,7 @@ class _Target(NamedTuple):
     url: str
     location: S3Url
     size: Optional[int]  # known when the object came from a listing
+    etag: str = ""  # likewise
 
 
 class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
@@ -126,11 +128,12 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
         for url in self.source_datapipe:
             location = parse_s3_url(url)
             if location.is_prefix:
-                for key, size, _etag in self.client.list_location(location):
+                for key, size, etag in self.client.list_location(location):
                     if is_folder_marker(key, size):
                         continue
                     if self.shard.owns(position):
-                        yield _Target(f"s3://{location.bucket}/{key}", S3Url(location.bucket, key), size)
+                        object_url = f"s3://{location.bucket}/{key}"
+                        yield _Target(object_url, S3Url(location.bucket, key), size, etag)
                     position += 1
             else:
                 if self.shard.owns(position):
@@ -143,7 +146,10 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
         reading_window = config.read_window_bytes if self.multi_part_download else part
         rate = config.throughput_target_gbps * 1e9 / 8
         window = PrefetchWindow(self.prefetch, self.max_inflight_bytes, part, reading_window, rate)
-        opened: deque[_Target] = deque()  # the targets of the streams in `window`, in the same order
+        # Every object planned, in input order; those fetched without the cache have a stream in `window`.
+        opened: deque[_Target] = deque()
+        plans: deque[Any] = deque()  # each target's cache plan (None: no cache)
+        cache = object_cache(config)
         targets = self._targets()
         failure: Optional[Exception] = None
         try:
@@ -157,30 +163,59 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
                     # yielded first, so errors arrive in input order, as request errors do.
                     failure = error
                     break
+                plan = (
+                    cache.plan(self.client, target.location, target.size, target.etag)
+                    if cache is not None
+                    else None
+                )
+                opened.append(target)
+                plans.append(plan)
+                if plan is not None and not plan.needs_get:
+                    # Served from the cache: no GET, but no further ahead than `prefetch` objects.
+                    while len(opened) > max(1, self.prefetch):
+                        yield self._next_ready(window, opened, plans)
+                    continue
                 while not window.has_room_for(target.size):
-                    yield self._next_ready(window, opened)
+                    yield self._next_ready(window, opened, plans, until=target)
                 first_window = window.window_of(target.size)
                 stream = self.client.open_native(target.location, window_bytes=first_window)
                 window.add(target.url, stream, target.size)
-                opened.append(target)
-            while window:
-                yield self._next_ready(window, opened)
+            while opened:
+                yield self._next_ready(window, opened, plans)
             if failure is not None:
                 raise failure
         finally:
             window.close()
+            for plan in plans:
+                if plan is not None:
+                    plan.release()
+            if cache is not None:
+                cache.flush_counts()
 
-    def _next_ready(self, window: PrefetchWindow, opened: deque[_Target]) -> tuple[str, StreamWrapper]:
+    def _next_ready(
+        self,
+        window: PrefetchWindow,
+        opened: deque[_Target],
+        plans: deque[Any],
+        until: Optional[_Target] = None,
+    ) -> tuple[str, StreamWrapper]:
         """The next object as the user gets it: a seekable stream whose response has arrived, so that a
-        missing or unreadable object raises here, when it is yielded, as the original loader did."""
-        url, native = window.pop()
+        missing or unreadable object raises here, when it is yielded, as the original loader did.
+        (`until`: the target just planned, not yet in the window, which must not be yielded yet.)"""
+        assert opened[0] is not until
         target = opened.popleft()
-        reader = ObjectReader(
-            self.client, target.location, stream=native, size=target.size, window_bytes=window.reading_window
-        )
-        stream = S3ObjectStream(reader)
+        plan = plans.popleft()
+        native = None
+        if plan is None or plan.needs_get:
+            _url, native = window.pop()
+        reading = {"size": target.size, "window_bytes": window.reading_window}
+        if plan is None:
+            stream = S3ObjectStream(ObjectReader(self.client, target.location, stream=native, **reading))
+        else:
+            stream = plan.open(self.client, target.location, native, **reading)
+        url = target.url
         try:
-            reader.size  # noqa: B018 (waits for the response headers; raises the request's failure)
+            stream.size  # noqa: B018 (waits for the response headers; raises the request's failure)
         except BaseException:
             stream.close()
             raise

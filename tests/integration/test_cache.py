@@ -1,0 +1,366 @@
+"""The local object cache (torchdata_s3/cache.py) against a real S3-protocol server and real files: later
+epochs from disk, validation by ETag, integrity, eviction, sharing between processes, and a disk that says
+no."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from torch.utils.data.datapipes.iter import IterableWrapper
+
+from torchdata_s3 import S3Config, S3FileLoader, S3FileNotFoundError, S3NetworkError
+from torchdata_s3.cache import CacheUnavailableWarning, cache_info, clear_cache, main
+from torchdata_s3.cache_store import VERSION_DIR, CacheStore, entry_name
+from torchdata_s3.reader import S3ObjectStream
+
+pytestmark = pytest.mark.integration
+
+KiB = 1024
+MiB = 1024 * KiB
+PART = 256 * KiB
+RETAIN = 1 * MiB
+WORKER = Path(__file__).with_name("cache_worker.py")
+
+
+def child_environment() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+
+
+def payload(size: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(size)
+
+
+def put_dataset(boto_s3: Any, bucket: str, sizes: list[int], prefix: str = "data/") -> dict[str, bytes]:
+    objects = {}
+    for number, size in enumerate(sizes):
+        key = f"{prefix}{number:03d}.bin"
+        objects[f"s3://{bucket}/{key}"] = payload(size, seed=number + size)
+        boto_s3.put_object(Bucket=bucket, Key=key, Body=objects[f"s3://{bucket}/{key}"])
+    return objects
+
+
+def epoch(inputs: list[str], cache_dir: Path, **options: Any) -> dict[str, tuple[bytes, int, Any]]:
+    """Reads every object: ``{url: (bytes, bytes fetched from S3, stream type)}``."""
+    options = {"part_size_bytes": PART, "retain_bytes": RETAIN, **options}
+    results = {}
+    for url, stream in S3FileLoader(IterableWrapper(inputs), cache_dir=str(cache_dir), **options):
+        data = stream.read()
+        results[url] = (data, stream.bytes_fetched, type(stream.file_obj))
+        stream.close()
+    return results
+
+
+def entry_files(cache_dir: Path) -> list[Path]:
+    return sorted(p for p in (cache_dir / VERSION_DIR / "entries").glob("*/*") if p.suffix != ".lock")
+
+
+SIZES = [1, 1000, PART - 1, PART + 1, 3 * PART + 5, RETAIN + 7, 3 * MiB + 1]
+
+
+@pytest.mark.parametrize("listed", [True, False], ids=["listing", "urls"])
+def test_second_epoch_comes_from_disk_byte_exact(boto_s3, bucket: str, tmp_path: Path, listed: bool) -> None:  # type: ignore[no-untyped-def]
+    objects = put_dataset(boto_s3, bucket, SIZES)
+    inputs = [f"s3://{bucket}/data/"] if listed else list(objects)
+    first = epoch(inputs, tmp_path)
+    assert {url: got[0] for url, got in first.items()} == objects
+    assert sum(got[1] for got in first.values()) >= sum(map(len, objects.values()))
+    assert len(entry_files(tmp_path)) == len(objects)
+    second = epoch(inputs, tmp_path)
+    assert {url: got[0] for url, got in second.items()} == objects
+    assert all(got[1] == 0 for got in second.values()), "a cached object was fetched again"
+    assert all(got[2] is S3ObjectStream for got in second.values())
+    stats = cache_info(str(tmp_path))
+    assert (stats.entries, stats.bytes >= sum(map(len, objects.values()))) == (len(objects), True)
+    assert (stats.hits, stats.misses) == (len(objects), len(objects))
+
+
+def test_cached_streams_seek_like_files(boto_s3, bucket: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    objects = put_dataset(boto_s3, bucket, [5000, 2 * MiB + 3])  # one served from memory, one from the file
+    epoch([f"s3://{bucket}/data/"], tmp_path)
+    for url, stream in S3FileLoader(IterableWrapper([f"s3://{bucket}/data/"]), cache_dir=str(tmp_path)):
+        data = objects[url]
+        assert stream.seekable() and stream.size == len(data) and stream.etag
+        assert stream.seek(-100, 2) == len(data) - 100
+        assert stream.read() == data[-100:]
+        stream.seek(7)
+        assert stream.read(1000) == data[7:1007]
+        assert stream.tell() == 1007
+        chunk = stream.read_chunk()
+        assert chunk is not None and bytes(chunk) == data[1007 : 1007 + len(chunk)]
+        stream.seek(0)
+        first_line = data[: data.index(b"\n") + 1] if b"\n" in data else data
+        assert stream.readline() == first_line
+        assert stream.bytes_fetched == 0
+        stream.close()
+
+
+@pytest.mark.parametrize("listed", [True, False], ids=["listing", "urls"])
+def test_an_overwritten_object_is_never_served_from_the_cache(
+    boto_s3, bucket: str, tmp_path: Path, listed: bool
+) -> None:  # type: ignore[no-untyped-def]
+    objects = put_dataset(boto_s3, bucket, [PART, 2 * MiB])
+    inputs = [f"s3://{bucket}/data/"] if listed else list(objects)
+    epoch(inputs, tmp_path)
+    new = {url: payload(len(data), seed=99 + len(data)) for url, data in objects.items()}  # same sizes
+    for url, data in new.items():
+        boto_s3.put_object(Bucket=bucket, Key=url.split("/", 3)[3], Body=data)
+    second = epoch(inputs, tmp_path)
+    assert {url: got[0] for url, got in second.items()} == new
+    assert all(got[1] >= len(new[url]) for url, got in second.items())
+    third = epoch(inputs, tmp_path)  # the refreshed entries serve the new version
+    assert {url: got[0] for url, got in third.items()} == new
+    assert all(got[1] == 0 for got in third.values())
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip-data", "flip-footer", "empty"])
+def test_a_damaged_entry_is_discarded_and_fetched_again(
+    boto_s3, bucket: str, tmp_path: Path, damage: str
+) -> None:  # type: ignore[no-untyped-def]
+    objects = put_dataset(boto_s3, bucket, [3000, 2 * MiB + 1])
+    inputs = [f"s3://{bucket}/data/"]
+    epoch(inputs, tmp_path)
+    for path in entry_files(tmp_path):
+        raw = bytearray(path.read_bytes())
+        if damage == "truncate":
+            raw = raw[: len(raw) // 2]
+        elif damage == "flip-data":
+            raw[len(raw) // 3] ^= 0x01
+        elif damage == "flip-footer":
+            raw[-20] ^= 0x01
+        else:
+            raw = bytearray()
+        path.write_bytes(bytes(raw))
+    second = epoch(inputs, tmp_path)
+    assert {url: got[0] for url, got in second.items()} == objects
+    assert all(got[1] >= len(objects[url]) for url, got in second.items()), "a damaged entry was served"
+    third = epoch(inputs, tmp_path)
+    assert {url: got[0] for url, got in third.items()} == objects
+    assert all(got[1] == 0 for got in third.values())
+
+
+def test_a_stream_not_read_to_the_end_leaves_no_entry(boto_s3, bucket: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    put_dataset(boto_s3, bucket, [2 * MiB])
+    for _url, stream in S3FileLoader(IterableWrapper([f"s3://{bucket}/data/"]), cache_dir=str(tmp_path)):
+        stream.read(MiB)
+        stream.close()
+    assert entry_files(tmp_path) == []
+    assert list((tmp_path / VERSION_DIR / "tmp").iterdir()) == []
+
+
+def test_objects_larger_than_the_budget_are_read_through(boto_s3, bucket: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    objects = put_dataset(boto_s3, bucket, [1000, 2 * MiB])
+    for inputs in ([f"s3://{bucket}/data/"], list(objects)):  # size known from the listing, then not
+        clear_cache(str(tmp_path))
+        got = epoch(inputs, tmp_path, cache_max_bytes=MiB)
+        assert {url: g[0] for url, g in got.items()} == objects
+        assert [p.stat().st_size < MiB for p in entry_files(tmp_path)] == [True]
+
+
+def test_least_recently_used_entries_are_evicted_even_while_read(
+    boto_s3, bucket: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    objects = put_dataset(boto_s3, bucket, [2 * MiB, 2 * MiB, 2 * MiB])
+    urls = list(objects)
+    budget = 5 * MiB  # two entries fit, three do not
+    epoch(urls[:2], tmp_path, cache_max_bytes=budget)
+    # Open the first entry (larger than retain_bytes: read from its file, not memory) and read part of it.
+    loader = iter(
+        S3FileLoader(
+            IterableWrapper(urls[:1]), cache_dir=str(tmp_path), cache_max_bytes=budget, retain_bytes=RETAIN
+        )
+    )
+    url, held = next(loader)
+    assert held.read(1000) == objects[url][:1000] and held.bytes_fetched == 0
+    held_entry = CacheStore(str(tmp_path), budget).entry_path(entry_name(bucket, "data/000.bin"))
+    os.utime(held_entry, (1, 1))  # make entry 0 the least recently used, whatever the clock
+    # The third object evicts what is least recently used: entry 0, which `held` is reading.
+    epoch(urls[2:], tmp_path, cache_max_bytes=budget)
+    assert cache_info(str(tmp_path)).bytes <= budget
+    held.seek(0)
+    assert held.read() == objects[url], "eviction pulled bytes from under a reader"
+    held.close()
+    with pytest.raises(StopIteration):
+        next(loader)
+    again = epoch(urls, tmp_path, cache_max_bytes=budget)
+    assert {u: g[0] for u, g in again.items()} == objects
+
+
+def _mount_tmpfs(path: Path, size: str) -> bool:
+    path.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, check=False
+    )
+    return done.returncode == 0
+
+
+def test_a_full_disk_degrades_to_s3_with_one_warning(boto_s3, bucket: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    objects = put_dataset(boto_s3, bucket, [MiB, MiB, MiB, MiB, MiB])
+    disk = tmp_path / "small-disk"
+    if not _mount_tmpfs(disk, "2m"):
+        pytest.skip("mounting a tmpfs is not allowed here; see test_a_file_size_limit_degrades_to_s3")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = epoch([f"s3://{bucket}/data/"], disk, cache_max_bytes=100 * MiB)
+        assert {url: g[0] for url, g in got.items()} == objects
+        refused = [w for w in caught if issubclass(w.category, CacheUnavailableWarning)]
+        assert len(refused) == 1 and "cannot be written" in str(refused[0].message)
+        assert not list((disk / VERSION_DIR / "tmp").iterdir()), "a partial entry was left on the full disk"
+        assert 1 <= len(entry_files(disk)) < len(objects)
+        second = epoch([f"s3://{bucket}/data/"], disk, cache_max_bytes=100 * MiB)  # entries that fit serve
+        assert {url: g[0] for url, g in second.items()} == objects
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_a_file_size_limit_degrades_to_s3(boto_s3, bucket: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The other real way to make a write fail mid-entry: RLIMIT_FSIZE (EFBIG), in a process of its own."""
+    objects = put_dataset(boto_s3, bucket, [3000, 2 * MiB])
+    [worker] = _run_workers(f"s3://{bucket}/data/", tmp_path, 1, mode="fsize")
+    out, err = worker.communicate(timeout=120)
+    assert worker.returncode == 0, err
+    report = json.loads(out.splitlines()[-1])
+    assert report["digests"] == {url: hashlib.sha256(data).hexdigest() for url, data in objects.items()}
+    assert len(report["warnings"]) == 1 and "cannot be written" in report["warnings"][0]
+    assert [p.stat().st_size < MiB for p in entry_files(tmp_path)] == [True]
+    assert not list((tmp_path / VERSION_DIR / "tmp").iterdir())
+
+
+def test_an_unusable_directory_degrades_to_s3_with_one_warning(boto_s3, bucket: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    objects = put_dataset(boto_s3, bucket, [3000])
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("in the way")
+    with pytest.warns(CacheUnavailableWarning, match="cannot be used"):
+        got = epoch([f"s3://{bucket}/data/"], not_a_directory)
+    assert {url: g[0] for url, g in got.items()} == objects
+
+
+def _run_workers(prefix: str, cache_dir: Path, count: int, mode: str = "all") -> list[subprocess.Popen]:
+    return [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), prefix, str(cache_dir), mode],
+            env=child_environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(count)
+    ]
+
+
+def test_four_processes_share_one_cache_and_download_each_object_once(
+    boto_s3, bucket: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    objects = put_dataset(boto_s3, bucket, [random.Random(n).randrange(1, 3 * MiB) for n in range(24)])
+    expected = {url: hashlib.sha256(data).hexdigest() for url, data in objects.items()}
+    workers = _run_workers(f"s3://{bucket}/data/", tmp_path, 4)
+    reports = []
+    for worker in workers:
+        out, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err
+        reports.append(json.loads(out.splitlines()[-1]))
+    for report in reports:
+        assert report["digests"] == expected
+    assert sum(report["fetched"] for report in reports) == sum(map(len, objects.values())), (
+        "some object was downloaded more than once"
+    )
+    assert len(entry_files(tmp_path)) == len(objects)
+
+
+def test_a_process_killed_mid_write_leaves_no_entry(boto_s3, bucket: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    objects = put_dataset(boto_s3, bucket, [4 * MiB])
+    [worker] = _run_workers(f"s3://{bucket}/data/", tmp_path, 1, mode="stall")
+    try:
+        assert worker.stdout is not None
+        assert worker.stdout.readline().strip() == "reading"
+        temps = list((tmp_path / VERSION_DIR / "tmp").iterdir())
+        assert len(temps) == 1 and temps[0].stat().st_size > 0  # mid-write
+        worker.send_signal(signal.SIGKILL)
+    finally:
+        worker.kill()
+        worker.communicate(timeout=30)
+    assert entry_files(tmp_path) == []
+    got = epoch([f"s3://{bucket}/data/"], tmp_path)  # the next process cleans up and fills the entry
+    assert {url: g[0] for url, g in got.items()} == objects
+    assert not list((tmp_path / VERSION_DIR / "tmp").iterdir())
+    assert all(g[1] == 0 for g in epoch([f"s3://{bucket}/data/"], tmp_path).values())
+
+
+def test_the_helper_reports_and_clears(
+    boto_s3, bucket: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:  # type: ignore[no-untyped-def]
+    put_dataset(boto_s3, bucket, [1000, 2000])
+    epoch([f"s3://{bucket}/data/"], tmp_path)
+    epoch([f"s3://{bucket}/data/"], tmp_path)
+    assert main([str(tmp_path)]) == 0
+    assert "2 entries" in capsys.readouterr().out and cache_info(str(tmp_path)).hit_rate == 0.5
+    assert main([str(tmp_path), "--clear"]) == 0
+    assert "0 entries, 0 bytes; 0 hits, 0 misses" in capsys.readouterr().out
+
+
+def test_the_environment_turns_the_cache_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TORCHDATA_S3_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TORCHDATA_S3_CACHE_MAX_BYTES", "12345")
+    config = S3Config.resolve()
+    assert (config.cache_dir, config.cache_max_bytes) == (str(tmp_path), 12345)
+    monkeypatch.setenv("TORCHDATA_S3_CACHE_MAX_BYTES", "lots")
+    with pytest.raises(ValueError, match="TORCHDATA_S3_CACHE_MAX_BYTES"):
+        S3Config.resolve()
+
+
+def digest_and_fetched(item: tuple) -> tuple[str, str, int]:
+    url, stream = item
+    try:
+        return url, hashlib.sha256(stream.read()).hexdigest(), stream.bytes_fetched
+    finally:
+        stream.close()
+
+
+def test_dataloader_workers_fill_and_share_the_cache(boto_s3, bucket: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from torch.utils.data import DataLoader
+
+    objects = put_dataset(boto_s3, bucket, [random.Random(n).randrange(1, MiB) for n in range(12)])
+    expected = {url: hashlib.sha256(data).hexdigest() for url, data in objects.items()}
+    pipe = S3FileLoader(IterableWrapper([f"s3://{bucket}/data/"]), cache_dir=str(tmp_path)).map(
+        digest_and_fetched
+    )
+    loader = DataLoader(pipe, num_workers=2, batch_size=None, multiprocessing_context="fork")
+    first = [item for item in loader]  # not list(): it asks len(), which counts the prefix as one
+    assert {url: digest for url, digest, _fetched in first} == expected
+    assert all(fetched >= len(objects[url]) for url, _digest, fetched in first)
+    second = [item for item in loader]
+    assert {url: digest for url, digest, _fetched in second} == expected
+    assert all(fetched == 0 for _url, _digest, fetched in second)
+    stats = cache_info(str(tmp_path))
+    assert (stats.entries, stats.hits, stats.misses) == (len(objects), len(objects), len(objects))
+
+
+def test_the_conditional_check_asks_the_loaders_own_endpoint(boto_s3, bucket: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A cache directory shared by loaders of different endpoints confirms each entry where its loader
+    reads: an endpoint that cannot be reached fails as it would without the cache, never serves the entry."""
+    objects = put_dataset(boto_s3, bucket, [3000])
+    epoch(list(objects), tmp_path)
+    with pytest.raises(S3NetworkError):
+        epoch(list(objects), tmp_path, endpoint_url="http://127.0.0.1:9", max_retries=0)
+    assert all(got[1] == 0 for got in epoch(list(objects), tmp_path).values())
+
+
+def test_a_deleted_object_named_by_url_is_not_served_from_the_cache(
+    boto_s3, bucket: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    objects = put_dataset(boto_s3, bucket, [3000])
+    epoch(list(objects), tmp_path)
+    boto_s3.delete_object(Bucket=bucket, Key="data/000.bin")
+    with pytest.raises(S3FileNotFoundError):
+        epoch(list(objects), tmp_path)
+    assert entry_files(tmp_path) == []

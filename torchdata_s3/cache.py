@@ -1,0 +1,332 @@
+"""The local object cache's policy: when an entry may be served, when one is written, and what to do when
+the disk says no. The files themselves are :mod:`torchdata_s3.cache_store`'s business.
+
+Opt in with ``cache_dir`` (and ``cache_max_bytes``) on :class:`~torchdata_s3.S3Config` or the loader, or
+``TORCHDATA_S3_CACHE_DIR`` / ``TORCHDATA_S3_CACHE_MAX_BYTES``. For each object the loader asks the cache
+first:
+
+- **Hit**: an entry of this bucket and key whose size and CRC-32 add up. When the listing gave the object's
+  ETag, the entry's must match; otherwise a one-byte GET with ``If-Match: <entry's ETag>`` confirms it
+  (started when the object is prefetched). The reader gets an :class:`~torchdata_s3.reader.S3ObjectStream`
+  over the local file: the same seekable file object as for an S3 read, with ``bytes_fetched == 0``.
+- **Miss** (no entry, a stale or corrupt one): the object is fetched as always and its bytes are written to
+  a temp file as the reader receives them, under the entry's writer lock; once the reader has received every
+  byte, from the first to the last, the entry is renamed into place. A stream closed before that (or read
+  only in pieces, as a zip reader does) leaves no entry: the next epoch fetches it again.
+- **Another process is writing it**: the loader waits for that writer (at most ``WRITER_WAIT_S``) and then
+  reads the entry; if it waited in vain, it reads from S3 without caching.
+- Objects larger than ``cache_max_bytes``, and empty ones, are read through.
+
+A disk that fills up, a quota, or a directory that cannot be written turns caching off for the rest of the
+process with one :class:`CacheUnavailableWarning`; the data still comes from S3.
+
+``python -m torchdata_s3.cache DIR [--clear]`` reports (or clears) a cache; so do :func:`cache_info` and
+:func:`clear_cache`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+import warnings
+from typing import TYPE_CHECKING, Any, Optional
+
+from . import _core
+from .cache_store import CacheEntry, CacheStats, CacheStore, EntryWriter, same_etag
+from .cache_streams import CachedObjectReader, WriteThroughReader
+from .errors import S3Error, S3FileNotFoundError, S3IntegrityError
+from .reader import ObjectReader, S3ObjectStream
+from .url import S3Url
+
+if TYPE_CHECKING:
+    from .client import S3Client
+    from .config import S3Config
+
+__all__ = ["CacheUnavailableWarning", "ObjectCache", "cache_info", "clear_cache", "object_cache"]
+
+# How long a loader waits for another process writing the same entry before it reads from S3 itself. A
+# writer finishes when its reader has read the object, which for a training loop is well within this.
+WRITER_WAIT_S = 60.0
+_WAIT_STEP_S = 0.005
+_WAIT_STEP_MAX_S = 0.1
+
+
+class CacheUnavailableWarning(RuntimeWarning):
+    """The cache cannot be written (full disk, quota, unwritable directory); data comes from S3 instead."""
+
+
+_caches: dict[tuple[str, int, int], Optional[ObjectCache]] = {}
+_caches_lock = threading.Lock()
+
+
+def _forget_caches() -> None:
+    # A fork child counts its own hits; the parent's unflushed counts stay the parent's.
+    _caches.clear()
+
+
+os.register_at_fork(after_in_child=_forget_caches)
+
+
+def object_cache(config: S3Config) -> Optional[ObjectCache]:
+    """The process's cache for ``config`` (None when ``cache_dir`` is not set or the directory is unusable,
+    which warns once)."""
+    if config.cache_dir is None:
+        return None
+    memo = (config.cache_dir, config.cache_max_bytes, config.retain_bytes)
+    with _caches_lock:
+        if memo not in _caches:
+            try:
+                _caches[memo] = ObjectCache(CacheStore(config.cache_dir, config.cache_max_bytes), config)
+            except OSError as error:
+                _warn(f"the cache directory {config.cache_dir!r} cannot be used ({error}); reading from S3")
+                _caches[memo] = None
+        return _caches[memo]
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, CacheUnavailableWarning, stacklevel=3)
+
+
+class _Plan:
+    """What the loader does for one object. ``needs_get``: open a GET at prefetch time, as without a cache."""
+
+    needs_get = True
+
+    def open(
+        self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
+    ) -> S3ObjectStream:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Gives back what the plan holds (an entry, a lock) when its object is never opened."""
+
+
+class _Hit(_Plan):
+    needs_get = False
+
+    def __init__(self, cache: ObjectCache, entry: CacheEntry, check: Optional[_core.ObjectStream]) -> None:
+        self.cache, self.entry, self.check = cache, entry, check
+
+    def open(
+        self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
+    ) -> S3ObjectStream:
+        if self.check is not None:
+            check, self.check = self.check, None
+            try:
+                check.placement()  # waits for the answer: 206 (same version) or 412 (changed)
+            except S3Error as error:
+                # Changed or deleted: the entry goes. Either way, or if S3 could not be asked, a fresh GET
+                # decides (and raises what it must); an unreachable endpoint says nothing against the entry.
+                if isinstance(error, (S3IntegrityError, S3FileNotFoundError)):
+                    self.cache.store.discard(location.bucket, location.key)
+                self.release()
+                plan = self.cache.plan(client, location, None, "", check=False)
+                return plan.open(client, location, None, **reader)
+            finally:
+                check.close()
+        self.cache.count(hit=True)
+        self.cache.store.touch(self.entry)
+        stream = S3ObjectStream(CachedObjectReader(self.entry, location, reader.get("window_bytes")))
+        self.entry = None  # type: ignore[assignment]  (the stream owns it now)
+        return stream
+
+    def release(self) -> None:
+        if self.check is not None:
+            self.check.close()
+            self.check = None
+        if self.entry is not None:
+            self.entry.close()
+
+
+class _Fill(_Plan):
+    """A miss whose writer lock this process holds: fetch, and write the bytes as the reader gets them."""
+
+    def __init__(self, cache: ObjectCache, location: S3Url, lock_fd: int) -> None:
+        self.cache, self.lock_fd = cache, lock_fd
+        self.name = (location.bucket, location.key)
+        cache.writing_here.add(self.name)
+
+    def open(
+        self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
+    ) -> S3ObjectStream:
+        if native is None:
+            native = client.open_native(location, window_bytes=reader.get("window_bytes"))
+        writer = self.cache.writer(location, self.lock_fd) if self.cache.writing else None
+        if writer is None:
+            self.release()
+        self.lock_fd = -1  # the writer owns it
+        if writer is None:
+            return S3ObjectStream(ObjectReader(client, location, stream=native, **reader))
+        return S3ObjectStream(
+            WriteThroughReader(client, location, writer, self.cache, stream=native, **reader)
+        )
+
+    def release(self) -> None:
+        if self.lock_fd >= 0:
+            os.close(self.lock_fd)
+            self.lock_fd = -1
+            self.cache.writing_here.discard(self.name)
+
+
+class _Wait(_Plan):
+    """Another writer holds the entry's lock: wait for it when the object is reached."""
+
+    needs_get = False
+
+    def __init__(self, cache: ObjectCache, etag: str) -> None:
+        self.cache, self.etag = cache, etag
+
+    def open(
+        self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
+    ) -> S3ObjectStream:
+        # The writer may be a stream of this very process (the same object twice in one input) that will
+        # not go on before this one is read: never wait for it.
+        here = (location.bucket, location.key) in self.cache.writing_here
+        lock_fd = None if here else self.cache.wait_for_writer(location)
+        if lock_fd is None:  # waited in vain: read through
+            self.cache.count(hit=False)
+            return S3ObjectStream(ObjectReader(client, location, **reader))
+        hit = self.cache.hit(client, location, self.etag, check=True)
+        if hit is not None:
+            os.close(lock_fd)
+            return hit.open(client, location, None, **reader)
+        self.cache.count(hit=False)
+        return _Fill(self.cache, location, lock_fd).open(client, location, None, **reader)
+
+
+class ObjectCache:
+    """One process's view of one cache directory: the policy of the module docstring over a CacheStore."""
+
+    def __init__(self, store: CacheStore, config: S3Config) -> None:
+        self.store = store
+        self._config = config
+        self._writing = True  # false after the disk refused a write: the rest of the process reads through
+        self.writing_here: set[tuple[str, str]] = set()  # (bucket, key) of the entries this process writes
+
+    @property
+    def writing(self) -> bool:
+        """Whether this process still writes entries (false once the disk refused one)."""
+        return self._writing
+
+    @property
+    def max_bytes(self) -> int:
+        return self.store.max_bytes
+
+    def plan(
+        self, client: S3Client, location: S3Url, size: Optional[int], etag: str, *, check: bool = True
+    ) -> _Plan:
+        """What to do for one object of known ``size`` and listing ``etag`` ("" and None when unknown);
+        ``client`` sends the conditional GET that confirms an entry whose ETag the listing did not give."""
+        if size is not None and not 0 < size <= self.max_bytes:
+            return _ReadThrough()
+        hit = self.hit(client, location, etag, check=check)
+        if hit is not None:
+            return hit
+        if not self._writing:
+            self.count(hit=False)
+            return _ReadThrough()
+        lock_fd = self.store.try_lock(location.bucket, location.key)
+        if lock_fd is None:
+            return _Wait(self, etag)
+        hit = self.hit(client, location, etag, check=check)  # committed between the first look and the lock
+        if hit is not None:
+            os.close(lock_fd)
+            return hit
+        self.count(hit=False)
+        return _Fill(self, location, lock_fd)
+
+    def hit(self, client: S3Client, location: S3Url, etag: str, *, check: bool) -> Optional[_Hit]:
+        """The entry as a hit, if there is a sound one for this version (see the module docstring)."""
+        entry = self.store.open_entry(
+            location.bucket, location.key, keep_bytes_up_to=self._config.retain_bytes
+        )
+        if entry is None:
+            return None
+        if etag:
+            if same_etag(entry.etag, etag):
+                return _Hit(self, entry, None)
+            entry.close()  # stale: a writer replaces it, and until then it is never served
+            return None
+        if not check:
+            entry.close()
+            return None
+        probe = client.open_native(location, byte_range=(0, 0), if_match=entry.etag, window_bytes=1)
+        return _Hit(self, entry, probe)
+
+    def writer(self, location: S3Url, lock_fd: int) -> Optional[EntryWriter]:
+        """A writer for the entry whose lock is ``lock_fd``; None (lock still held) if the disk refused."""
+        name = (location.bucket, location.key)
+        try:
+            return self.store.writer(
+                location.bucket, location.key, lock_fd, lambda: self.writing_here.discard(name)
+            )
+        except OSError as error:
+            self.disk_refused(error)
+            return None
+
+    def wait_for_writer(self, location: S3Url) -> Optional[int]:
+        """The entry's lock once its other writer let go (bounded by WRITER_WAIT_S), or None."""
+        deadline = time.monotonic() + WRITER_WAIT_S
+        step = _WAIT_STEP_S
+        while True:
+            lock_fd = self.store.try_lock(location.bucket, location.key)
+            if lock_fd is not None or time.monotonic() >= deadline:
+                return lock_fd
+            time.sleep(step)
+            step = min(2 * step, _WAIT_STEP_MAX_S)
+
+    def disk_refused(self, error: OSError) -> None:
+        """A write failed: turn writing off for this process (once, with one warning) if it was the disk."""
+        if self._writing:
+            self._writing = False
+            _warn(
+                f"the cache in {self.store.directory!r} cannot be written ({error}); objects are read from "
+                "S3 without caching for the rest of this process. Free space, raise the quota, fix the "
+                "directory's permissions, or lower cache_max_bytes."
+            )
+
+    def count(self, *, hit: bool) -> None:
+        self.store.count(hit)
+
+    def flush_counts(self) -> None:
+        self.store.flush_counts()
+
+
+class _ReadThrough(_Plan):
+    def open(
+        self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
+    ) -> S3ObjectStream:
+        return S3ObjectStream(ObjectReader(client, location, stream=native, **reader))
+
+
+def cache_info(cache_dir: str, max_bytes: Optional[int] = None) -> CacheStats:
+    """The cache's entries, bytes in use and hits/misses so far (counted by every process using it)."""
+    return CacheStore(cache_dir, max_bytes or 0).stats()
+
+
+def clear_cache(cache_dir: str) -> None:
+    """Deletes every entry of the cache in ``cache_dir`` (readers with an entry open keep reading it)."""
+    CacheStore(cache_dir, 0).clear()
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torchdata_s3.cache", description=__doc__.split("\n")[0])
+    parser.add_argument("cache_dir", nargs="?", default=os.environ.get("TORCHDATA_S3_CACHE_DIR"))
+    parser.add_argument("--clear", action="store_true", help="delete every entry")
+    arguments = parser.parse_args(argv)
+    if not arguments.cache_dir:
+        parser.error("name the cache directory (or set TORCHDATA_S3_CACHE_DIR)")
+    if arguments.clear:
+        clear_cache(arguments.cache_dir)
+    stats = cache_info(arguments.cache_dir)
+    print(
+        f"{stats.directory}: {stats.entries} entries, {stats.bytes} bytes; "
+        f"{stats.hits} hits, {stats.misses} misses (hit rate {stats.hit_rate:.1%})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
