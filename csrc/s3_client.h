@@ -10,6 +10,7 @@
 #include <string>
 
 #include "crt_runtime.h"
+#include "tls_failures.h"
 
 struct aws_credentials_provider;
 struct aws_http_message;
@@ -97,6 +98,8 @@ private:
     aws_s3_client* client_ = nullptr;
     struct ShutdownWaiter;
     std::unique_ptr<ShutdownWaiter> shutdown_;
+    // Called from CRT threads until the shutdown completes: leaked with shutdown_ when that never happens.
+    std::unique_ptr<TlsHandshakeWatch> tls_watch_;
 };
 
 }  // namespace torchdata_s3

@@ -46,7 +46,7 @@ class S3Config:
         access_key_id, secret_access_key, session_token: static credentials [None: the default chain:
             environment, profile files, web identity, container, instance metadata].
         verify_ssl: verify the server's TLS certificate [True].
-        ca_file: PEM file of extra trusted CAs [None: the system store].
+        ca_file: PEM file of the CAs to trust, instead of the system store [None: the system store].
         part_size_bytes: size of each ranged GET of a large object [8 MiB].
         throughput_target_gbps: what the CRT sizes its connection pool for: max(10, gbps / 0.4)
             connections [25.0: 62 connections, enough for 64 small objects in flight].
@@ -86,6 +86,10 @@ class S3Config:
             raise ValueError("region must not be empty")
         if self.endpoint_url is not None:
             _split_endpoint(self.endpoint_url)  # validates
+        if self.ca_file is not None and not os.path.isfile(self.ca_file):
+            raise ValueError(
+                f"ca_file {self.ca_file!r} is not a file; it must name a PEM file of trusted CAs"
+            )
         if self.anonymous and (self.access_key_id or self.profile):
             raise ValueError("anonymous=True cannot be combined with access keys or a profile")
         if bool(self.access_key_id) != bool(self.secret_access_key):
@@ -124,7 +128,8 @@ class S3Config:
             ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, ``S3_ENDPOINT_URL`` (the original torchdata's; may
             lack a scheme, then ``S3_USE_HTTPS`` picks it, default https), ``AWS_REGION``,
             ``AWS_DEFAULT_REGION``, ``AWS_PROFILE`` (ignored when ``AWS_ACCESS_KEY_ID`` is set: keys in the
-            environment win, as in the AWS CLI), ``S3_VERIFY_SSL``. Credentials in ``AWS_ACCESS_KEY_ID`` etc.
+            environment win, as in the AWS CLI), ``S3_VERIFY_SSL``, ``AWS_CA_BUNDLE`` (the CAs to trust when
+            ``ca_file`` is not given, as in the AWS CLI). Credentials in ``AWS_ACCESS_KEY_ID`` etc.
             are read by the CRT's default provider chain, not here, so they are never copied around.
 
         Raises:
@@ -166,6 +171,16 @@ class S3Config:
             verify = _env_flag(env, "S3_VERIFY_SSL")
             if verify is not None:
                 values["verify_ssl"] = verify
+        # Trust: ca_file > AWS_CA_BUNDLE > the system store, as in the AWS CLI and boto3.
+        if "ca_file" not in values:
+            bundle = env.get("AWS_CA_BUNDLE", "").strip()
+            if bundle:
+                if not os.path.isfile(bundle):
+                    raise ValueError(
+                        f"environment variable AWS_CA_BUNDLE={bundle!r} is not a file; it must name a "
+                        "PEM file of trusted CAs (or be unset to trust the system store)"
+                    )
+                values["ca_file"] = bundle
         return cls(**values)
 
     def replace(self, **changes: Any) -> S3Config:

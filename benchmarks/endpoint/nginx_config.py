@@ -52,6 +52,8 @@ class NginxSettings:
     bandwidth_mbps: float = 90.0
     echo_module: Path = Path("/usr/lib/nginx/modules/ngx_http_echo_module.so")
     worker_user: Optional[tuple[str, str]] = None
+    tls: Optional[tuple[Path, Path]] = None
+    """``(certificate chain PEM, private key PEM)``: serve https instead of http."""
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -125,7 +127,7 @@ http {{
     }}
 
     server {{
-        listen 127.0.0.1:{settings.port};
+{_indented(_listen(settings), 8)}
         root {_quoted_path(settings.data_root)};
 
         error_page 404 @no_such_key;
@@ -138,6 +140,19 @@ http {{
     }}
 }}
 """
+
+
+def _listen(settings: NginxSettings) -> str:
+    if settings.tls is None:
+        return f"listen 127.0.0.1:{settings.port};"
+    certificate, key = settings.tls
+    # As S3 does: TLS 1.2 and 1.3, and a session cache so that new connections of a client resume.
+    return f"""\
+listen 127.0.0.1:{settings.port} ssl;
+ssl_certificate {_quoted_path(certificate)};
+ssl_certificate_key {_quoted_path(key)};
+ssl_protocols TLSv1.2 TLSv1.3;
+ssl_session_cache shared:tls:10m;"""
 
 
 def _request_locations(settings: NginxSettings) -> str:
