@@ -4,6 +4,7 @@
 #include <aws/auth/signing_config.h>
 #include <aws/common/uri.h>
 #include <aws/http/connection.h>
+#include <aws/http/proxy.h>
 #include <aws/http/request_response.h>
 #include <aws/io/channel_bootstrap.h>
 #include <aws/io/retry_strategy.h>
@@ -192,6 +193,20 @@ void S3Client::create_client() {
         throw_crt_error("creating the retry strategy");
     }
     config.retry_strategy = retry_strategy;
+
+    // Explicit proxy options only: which proxy (if any) the environment asks for is decided in Python.
+    aws_http_proxy_options proxy = {};
+    if (!options_.proxy_host.empty()) {
+        proxy.connection_type = use_tls ? AWS_HPCT_HTTP_TUNNEL : AWS_HPCT_HTTP_FORWARD;
+        proxy.host = cursor_of(options_.proxy_host);
+        proxy.port = options_.proxy_port;
+        if (!options_.proxy_username.empty()) {
+            proxy.auth_type = AWS_HPAT_BASIC;
+            proxy.auth_username = cursor_of(options_.proxy_username);
+            proxy.auth_password = cursor_of(options_.proxy_password);
+        }
+        config.proxy_options = &proxy;
+    }
 
     config.shutdown_callback = &ShutdownWaiter::on_shutdown;
     config.shutdown_callback_user_data = shutdown_.get();

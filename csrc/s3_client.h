@@ -45,6 +45,12 @@ struct ClientOptions {
     uint32_t stall_timeout_s = 10;  // a connection moving no byte for this long is dropped and retried
     uint32_t max_retries = 5;
 
+    // A proxy to connect through (CONNECT for https, forwarding for http); empty host: none.
+    std::string proxy_host;
+    uint16_t proxy_port = 0;
+    std::string proxy_username;  // empty: no proxy authentication
+    std::string proxy_password;
+
     bool verify_tls = true;
     std::string ca_file;  // empty: the system trust store
     // Threads of the process-wide event loop group, fixed by the first client of the process; 0: the CRT's

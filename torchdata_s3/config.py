@@ -7,7 +7,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
+from urllib.request import proxy_bypass_environment
 
 __all__ = ["S3Config", "event_loop_threads"]
 
@@ -60,6 +61,10 @@ class S3Config:
             cancelled and :class:`~torchdata_s3.S3TimeoutError` raised [10000].
         connect_timeout_ms: TCP/TLS connect timeout per attempt [3000].
         max_retries: retries of a failed part (5xx, SlowDown, dropped connections) [5].
+        proxy_url: ``http://[user:password@]host[:port]`` of the proxy to reach the endpoint through: HTTPS
+            via CONNECT, plain HTTP forwarded. "" means no proxy [None: ``HTTPS_PROXY`` for an https
+            endpoint, ``HTTP_PROXY`` for an http one (lower-case names first), none for a host ``NO_PROXY``
+            matches; as in the AWS CLI].
     """
 
     region: str = "us-east-1"
@@ -80,12 +85,15 @@ class S3Config:
     request_timeout_ms: int = 10_000
     connect_timeout_ms: int = 3_000
     max_retries: int = 5
+    proxy_url: Optional[str] = field(default=None, repr=False)  # may hold the proxy's password
 
     def __post_init__(self) -> None:
         if not self.region:
             raise ValueError("region must not be empty")
         if self.endpoint_url is not None:
             _split_endpoint(self.endpoint_url)  # validates
+        if self.proxy_url:
+            _split_proxy(self.proxy_url)  # validates
         if self.ca_file is not None and not os.path.isfile(self.ca_file):
             raise ValueError(
                 f"ca_file {self.ca_file!r} is not a file; it must name a PEM file of trusted CAs"
@@ -171,6 +179,10 @@ class S3Config:
             verify = _env_flag(env, "S3_VERIFY_SSL")
             if verify is not None:
                 values["verify_ssl"] = verify
+        if "proxy_url" not in values:
+            proxy = _proxy_from_environment(env, values.get("endpoint_url"), values.get("region", cls.region))
+            if proxy:
+                values["proxy_url"] = proxy
         # Trust: ca_file > AWS_CA_BUNDLE > the system store, as in the AWS CLI and boto3.
         if "ca_file" not in values:
             bundle = env.get("AWS_CA_BUNDLE", "").strip()
@@ -207,7 +219,14 @@ class S3Config:
             credentials = "profile"
         else:
             credentials = "default"
+        proxy_host, proxy_port, proxy_username, proxy_password = (
+            _split_proxy(self.proxy_url) if self.proxy_url else ("", 0, "", "")
+        )
         return {
+            "proxy_host": proxy_host,
+            "proxy_port": proxy_port,
+            "proxy_username": proxy_username,
+            "proxy_password": proxy_password,
             "region": self.region,
             "endpoint_scheme": scheme,
             "endpoint_host": host,
@@ -276,6 +295,44 @@ def undefined_profile(profile: str, environ: Optional[Mapping[str, str]] = None)
         f"(AWS_SHARED_CREDENTIALS_FILE) nor in the config file {config_path} (AWS_CONFIG_FILE); "
         "fix the profile name (profile=... or AWS_PROFILE) or add the profile to one of those files"
     )
+
+
+def _proxy_from_environment(
+    environ: Mapping[str, str], endpoint_url: Optional[str], region: str
+) -> Optional[str]:
+    """The proxy the AWS CLI would use for this endpoint: ``https_proxy``/``HTTPS_PROXY`` for https,
+    ``http_proxy``/``HTTP_PROXY`` for http (lower case first, as curl and urllib read them), unless
+    ``no_proxy``/``NO_PROXY`` names the endpoint's host."""
+    if endpoint_url is None:
+        scheme, host = "https", f"s3.{region}.amazonaws.com"
+    else:
+        scheme, host, _ = _split_endpoint(endpoint_url)
+    proxy = environ.get(f"{scheme}_proxy") or environ.get(f"{scheme.upper()}_PROXY")
+    if not proxy:
+        return None
+    no_proxy = environ.get("no_proxy") or environ.get("NO_PROXY")
+    if no_proxy and proxy_bypass_environment(host.strip("[]"), proxies={"no": no_proxy}):
+        return None
+    return proxy
+
+
+def _split_proxy(proxy_url: str) -> tuple[str, int, str, str]:
+    """``(host, port, username, password)`` of an ``http://`` proxy URL; a URL without a scheme is http, as
+    in the AWS CLI."""
+    parts = urlsplit(proxy_url if "://" in proxy_url else f"http://{proxy_url}")
+    shown = parts._replace(netloc=parts.hostname or "").geturl() if parts.password else proxy_url
+    if parts.scheme != "http":
+        raise ValueError(
+            f"proxy {shown!r}: only http:// proxies are supported (HTTPS to the endpoint still goes "
+            "through it, end to end, via CONNECT)"
+        )
+    if not parts.hostname:
+        raise ValueError(f"proxy {shown!r} has no host")
+    try:
+        port = parts.port or 80
+    except ValueError as error:
+        raise ValueError(f"proxy {shown!r} has an invalid port") from error
+    return parts.hostname, port, unquote(parts.username or ""), unquote(parts.password or "")
 
 
 def _split_endpoint(endpoint_url: str) -> tuple[str, str, int]:
