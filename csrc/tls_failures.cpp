@@ -66,12 +66,25 @@ struct S2nContextPrefix {
     s2n_config* config;
 };
 
+s2n_config* s2n_config_of(aws_tls_ctx* ctx) {
+    // The layout check: the context's impl is the context itself (see the pinned aws-c-io's s2n handler).
+    if (ctx == nullptr || ctx->impl != static_cast<void*>(ctx)) return nullptr;
+    return reinterpret_cast<S2nContextPrefix*>(ctx)->config;
+}
+
 }  // namespace
 
+bool enable_multi_record_reads(aws_tls_ctx* ctx) {
+    s2n_config* config = s2n_config_of(ctx);
+    // aws-c-io hands s2n_recv a channel message of up to the process's message size (crt_runtime.cpp raises
+    // it to 256 KiB), but s2n returns one TLS record (at most 16 KiB) per call unless told it may return
+    // several: without this, TLS would undo the larger messages, each record costing a trip through the
+    // HTTP and S3 layers.
+    return config != nullptr && s2n_config_set_recv_multi_record(config, true) == S2N_SUCCESS;
+}
+
 bool disable_blinding_delay(aws_tls_ctx* ctx) {
-    // The layout check: the context's impl is the context itself (see the pinned aws-c-io's s2n handler).
-    if (ctx == nullptr || ctx->impl != static_cast<void*>(ctx)) return false;
-    s2n_config* config = reinterpret_cast<S2nContextPrefix*>(ctx)->config;
+    s2n_config* config = s2n_config_of(ctx);
     if (config == nullptr) return false;
     // Blinding hides from a peer how long a failed check took, against timing attacks that need millions of
     // failed attempts (Lucky 13). A client that gives up after max_retries attempts per request never offers

@@ -58,6 +58,11 @@ TlsHandshakeFailure latest_tls_handshake_failure();
 // context is not laid out as expected, which leaves the delay on: slower failures, nothing worse.
 bool disable_blinding_delay(aws_tls_ctx* ctx);
 
+// Lets one read of a connection made with `ctx` return several TLS records (up to the channel message size)
+// instead of one: large objects then cost as few trips through the channel as over plain HTTP. False if the
+// context is not laid out as expected (see disable_blinding_delay).
+bool enable_multi_record_reads(aws_tls_ctx* ctx);
+
 // A retry strategy that hands every decision to `inner`, except that it refuses to retry while
 // `watch->failing_for_good()`. Takes its own reference to `inner`; `watch` must outlive the strategy's use.
 // A new reference, or nullptr with the CRT error raised.
