@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
+from benchmarks.endpoint.certificates import SessionCertificates, make_session_certificates
 from benchmarks.endpoint.nginx import LocalEndpoint, ensure_nginx_installed
 from tests.connect_proxy import ConnectProxy, connect_proxy
-from tests.tls_certificates import SessionCertificates, make_session_certificates
 from torchdata_s3 import (
     S3Client,
     S3Config,

@@ -1,4 +1,5 @@
-"""A certificate authority and server certificates made for one test session (with ``cryptography``).
+"""A certificate authority and server certificates made for one run (with ``cryptography``): the TLS tests'
+session and the harness's ``--https`` runs.
 
 Three server certificates, all for loopback and all issued by the session's CA: ``valid`` (127.0.0.1 and
 localhost, valid now), ``wrong_host`` (valid now, but only for a name that is not this host) and
