@@ -20,6 +20,7 @@ from torch.utils.data.datapipes.iter import IterableWrapper
 
 from benchmarks.endpoint.certificates import SessionCertificates, make_session_certificates
 from benchmarks.endpoint.nginx import LocalEndpoint, ensure_nginx_installed
+from benchmarks.endpoint.verify import check_profile
 from tests.connect_proxy import ConnectProxy, connect_proxy
 from torchdata_s3 import (
     S3Client,
@@ -332,3 +333,16 @@ def test_an_untrusted_certificate_behind_a_proxy_is_retried_until_request_timeou
     assert isinstance(error, S3NetworkError)
     assert elapsed < 2.0 + FAST_FAILURE_S
     assert len(proxy.request_lines()) >= 1
+
+
+def test_the_s3like_profile_keeps_its_latency_and_pace_over_tls(
+    data_root: tuple[Path, str], certificates: SessionCertificates
+) -> None:
+    # The harness's --https runs: without sendfile, nginx paced nothing until its output buffers grew.
+    ensure_nginx_installed()
+    with LocalEndpoint(data_root[0], "s3like", tls=certificates.valid.nginx_files) as endpoint:
+        measured = check_profile(
+            endpoint.endpoint_url, BUCKET, MULTIPART_KEY, "s3like", ca_file=str(certificates.ca_file)
+        )
+    assert 24 <= measured["ttfb_ms"] <= 80
+    assert 54 <= measured["bandwidth_mbps"] <= 103.5
