@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import sys
+import tempfile
 from pathlib import Path
 
 from tqdm import tqdm
@@ -36,6 +37,12 @@ DATASET_OF = {
     "listing": "list",
     "stream": "huge",
     "gil": "large",
+}
+
+
+# Clients that cannot be told to trust the run's CA, so --https leaves them out.
+NO_PRIVATE_CA = {
+    "torchdata-original": "its aws-sdk-cpp (libcurl) reads no CA variable and fails with curlCode 60",
 }
 
 
@@ -70,6 +77,12 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--bucket", default=datasets.BUCKET)
     p.add_argument(
         "--upload", action="store_true", help="with --endpoint-url: upload missing dataset objects"
+    )
+    p.add_argument(
+        "--https",
+        action="store_true",
+        help="serve the embedded endpoint over TLS, with a CA made for the run that every client is told to "
+        "trust (AWS_CA_BUNDLE, CURL_CA_BUNDLE, SSL_CERT_FILE)",
     )
     p.add_argument("--timeout-s", type=float, default=900)
     args = p.parse_args(argv)
@@ -147,17 +160,41 @@ def run_profile(args: argparse.Namespace, profile: str, manifests: dict) -> dict
 
     endpoint = None
     requested = args.clients.split(",")
+    environment: dict[str, str] = {}
+    tls_directory = None
     try:
+        tls = None
+        if args.https and not args.endpoint_url:
+            from benchmarks.endpoint.certificates import make_session_certificates
+
+            tls_directory = tempfile.TemporaryDirectory(prefix="bench-tls-")
+            certificates = make_session_certificates(Path(tls_directory.name))
+            tls = certificates.valid.nginx_files
+            ca_file = str(certificates.ca_file)
+            # Each client's own way of being told which CAs to trust.
+            environment = {"AWS_CA_BUNDLE": ca_file, "CURL_CA_BUNDLE": ca_file, "SSL_CERT_FILE": ca_file}
+            for client, why in NO_PRIVATE_CA.items():
+                if client in requested:
+                    print(f"--https: leaving out {client}: {why}", file=sys.stderr)
+            requested = [client for client in requested if client not in NO_PRIVATE_CA]
         if args.endpoint_url:
             endpoint_url = args.endpoint_url
             profile_check = {"note": "external endpoint: not shaped or checked by the harness"}
             requested = [c for c in requested if c != CEILING]  # unsigned curl requests: embedded only
         else:
-            endpoint = LocalEndpoint(args.data_dir, profile, args.latency_ms, args.bandwidth_mbps).start()
+            endpoint = LocalEndpoint(
+                args.data_dir, profile, args.latency_ms, args.bandwidth_mbps, tls=tls
+            ).start()
             endpoint_url = endpoint.endpoint_url
             key = datasets.ensure_probe(args.data_dir)
             profile_check = check_profile(
-                endpoint_url, args.bucket, key, profile, args.latency_ms, args.bandwidth_mbps
+                endpoint_url,
+                args.bucket,
+                key,
+                profile,
+                args.latency_ms,
+                args.bandwidth_mbps,
+                ca_file=environment.get("AWS_CA_BUNDLE"),
             )
         cases = build_cases(args, endpoint_url, manifests)
         choose = clients_for(requested)
@@ -168,14 +205,17 @@ def run_profile(args: argparse.Namespace, profile: str, manifests: dict) -> dict
             bar.update(1 if run.round else 2)  # the first round also stands for its verification run
             bar.set_postfix_str(f"{run.workload} {run.variant} {run.client}: {run.throughput:,.0f}")
 
-        runs = run_interleaved(cases, choose, args.rounds, {}, args.timeout_s, on_run)
+        runs = run_interleaved(cases, choose, args.rounds, environment, args.timeout_s, on_run)
         bar.close()
     finally:
         if endpoint is not None:
             endpoint.stop()
+        if tls_directory is not None:
+            tls_directory.cleanup()
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "profile": profile,
+        "https": bool(args.https and not args.endpoint_url),
         "latency_ms": args.latency_ms if profile == "s3like" else 0,
         "bandwidth_mbps": args.bandwidth_mbps if profile == "s3like" else None,
         "profile_check": profile_check,
@@ -209,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         document = run_profile(args, profile, manifests)
         validate(document)
         stamp = document["meta"]["date"][:19].replace(":", "")
-        path = args.output / f"results-{profile}-{stamp}.json"
+        path = args.output / f"results-{profile}{'-https' if args.https else ''}-{stamp}.json"
         write_json(document, path)
         print(table(document))
         images = plot(document, args.output)

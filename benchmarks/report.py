@@ -88,7 +88,10 @@ def table(document: dict[str, Any]) -> str:
     lines = []
     for comparison in document["comparisons"]:
         title = f"{comparison['workload']} {comparison['variant']}".strip()
-        lines.append(f"\n{title} [{comparison['unit']}, profile {document['meta'].get('profile', '?')}]")
+        profile = document["meta"].get("profile", "?") + (
+            " over https" if document["meta"].get("https") else ""
+        )
+        lines.append(f"\n{title} [{comparison['unit']}, profile {profile}]")
         lines.append(f"  {'client':<20}{'median':>12}{'min':>12}{'max':>12}{'vs ours':>10}{'RSS+ MiB':>10}")
         for client, row in comparison["clients"].items():
             ratio = row["ratio_to_ours"]

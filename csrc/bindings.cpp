@@ -57,6 +57,9 @@ void raise_request_failure(const RequestFailure& failure) {
         info["bucket"] = failure.bucket;
         info["key"] = failure.key;
         info["detail"] = failure.detail;
+        info["tls_endpoint"] = failure.tls_endpoint;
+        info["tls_reason"] = failure.tls_reason;
+        info["tls_reason_message"] = failure.tls_reason_message;
         py::object exception = py::reinterpret_borrow<py::object>(g_error_factory)(info);
         PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception.ptr())), exception.ptr());
     } catch (py::error_already_set& e) {
@@ -147,7 +150,8 @@ PYBIND11_MODULE(_core, m) {
                          const std::string& session_token, uint64_t part_size_bytes, double throughput_target_gbps,
                          uint32_t max_connections, uint64_t memory_limit_bytes, uint64_t read_window_bytes,
                          uint32_t connect_timeout_ms, uint32_t stall_timeout_s, uint32_t max_retries, bool verify_tls,
-                         const std::string& ca_file, uint16_t event_loop_threads) {
+                         const std::string& ca_file, uint16_t event_loop_threads, const std::string& proxy_host,
+                         uint16_t proxy_port, const std::string& proxy_username, const std::string& proxy_password) {
                  ClientOptions o;
                  o.region = region;
                  o.endpoint_scheme = endpoint_scheme;
@@ -170,6 +174,10 @@ PYBIND11_MODULE(_core, m) {
                  o.verify_tls = verify_tls;
                  o.ca_file = ca_file;
                  o.event_loop_threads = event_loop_threads;
+                 o.proxy_host = proxy_host;
+                 o.proxy_port = proxy_port;
+                 o.proxy_username = proxy_username;
+                 o.proxy_password = proxy_password;
                  return make_client(std::move(o));
              }),
              py::kw_only(), py::arg("region"), py::arg("endpoint_scheme"), py::arg("endpoint_host"),
@@ -178,7 +186,8 @@ PYBIND11_MODULE(_core, m) {
              py::arg("part_size_bytes"), py::arg("throughput_target_gbps"), py::arg("max_connections"),
              py::arg("memory_limit_bytes"), py::arg("read_window_bytes"), py::arg("connect_timeout_ms"),
              py::arg("stall_timeout_s"), py::arg("max_retries"), py::arg("verify_tls"), py::arg("ca_file"),
-             py::arg("event_loop_threads") = 0)
+             py::arg("event_loop_threads") = 0, py::arg("proxy_host") = "", py::arg("proxy_port") = 0,
+             py::arg("proxy_username") = "", py::arg("proxy_password") = "")
         .def(
             "list_objects_v2",
             [](S3Client& client, const std::string& bucket, const std::string& prefix, const std::string& delimiter,

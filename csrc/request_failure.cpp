@@ -5,6 +5,7 @@
 #include <aws/common/xml_parser.h>
 #include <aws/s3/s3_client.h>
 
+#include "tls_failures.h"
 #include "xml_text.h"
 
 namespace torchdata_s3 {
@@ -61,6 +62,12 @@ RequestFailure RequestFailure::from_result(const aws_s3_meta_request_result& res
     }
     failure.bucket = std::move(bucket);
     failure.key = std::move(key);
+    if (failure.crt_error_name.rfind("AWS_IO_TLS_", 0) == 0) {
+        TlsHandshakeFailure handshake = latest_tls_handshake_failure();
+        failure.tls_endpoint = std::move(handshake.endpoint);
+        failure.tls_reason = std::move(handshake.reason_name);
+        failure.tls_reason_message = std::move(handshake.reason_message);
+    }
     return failure;
 }
 

@@ -29,6 +29,10 @@ struct RequestFailure : std::exception {
     std::string bucket;
     std::string key;
     std::string detail;  // our own explanation for the non-CRT kinds
+    // For a TLS error: the latest failed handshake's endpoint ("host:port") and s2n's reason (see tls_failures.h).
+    std::string tls_endpoint;
+    std::string tls_reason;  // e.g. "S2N_ERR_CERT_UNTRUSTED"
+    std::string tls_reason_message;
 
     const char* what() const noexcept override;
 

@@ -4,7 +4,10 @@
 #include <aws/auth/signing_config.h>
 #include <aws/common/uri.h>
 #include <aws/http/connection.h>
+#include <aws/http/proxy.h>
 #include <aws/http/request_response.h>
+#include <aws/io/channel_bootstrap.h>
+#include <aws/io/retry_strategy.h>
 #include <aws/io/tls_channel_handler.h>
 #include <aws/s3/s3.h>
 #include <aws/s3/s3_client.h>
@@ -156,22 +159,54 @@ void S3Client::create_client() {
         tls_ctx_ = aws_tls_client_ctx_new(alloc, &tls_options);
         aws_tls_ctx_options_clean_up(&tls_options);
         if (!tls_ctx_) throw_crt_error("creating the TLS context");
+        // A failed handshake must reach the caller at once, with its reason (see tls_failures.h).
+        disable_blinding_delay(tls_ctx_);
+        enable_multi_record_reads(tls_ctx_);
         aws_tls_connection_options_init_from_ctx(&tls_connection, tls_ctx_);
+        const uint16_t port = options_.endpoint_port != 0 ? options_.endpoint_port : 443;
+        tls_watch_.reset(new TlsHandshakeWatch(options_.endpoint_host + ":" + std::to_string(port)));
+        tls_watch_->watch(&tls_connection);
         config.tls_mode = AWS_MR_TLS_ENABLED;
         config.tls_connection_options = &tls_connection;
     } else {
         config.tls_mode = AWS_MR_TLS_DISABLED;
     }
 
-    // "No retries" needs a strategy of its own: the CRT's built-in one always retries at least once.
-    aws_retry_strategy* single_attempt = nullptr;
+    // "No retries" needs a strategy of its own: the CRT's built-in one always retries at least once. Over TLS
+    // the strategy (ours or the CRT's standard one, as the S3 client would make it) is wrapped so that it stops
+    // retrying handshakes that cannot succeed.
+    aws_retry_strategy* retry_strategy = nullptr;
     if (options_.max_retries == 0) {
-        single_attempt = new_single_attempt_retry_strategy(alloc);
-        if (!single_attempt) {
-            if (use_tls) aws_tls_connection_options_clean_up(&tls_connection);
-            throw_crt_error("creating the retry strategy");
+        retry_strategy = new_single_attempt_retry_strategy(alloc);
+    } else if (use_tls) {
+        aws_standard_retry_options standard = {};
+        standard.backoff_retry_options.el_group = runtime_->bootstrap()->event_loop_group;
+        standard.backoff_retry_options.max_retries = options_.max_retries;
+        retry_strategy = aws_retry_strategy_new_standard(alloc, &standard);
+    }
+    if (retry_strategy && use_tls) {
+        aws_retry_strategy* wrapped = new_tls_aware_retry_strategy(alloc, retry_strategy, tls_watch_.get());
+        aws_retry_strategy_release(retry_strategy);
+        retry_strategy = wrapped;
+    }
+    if (!retry_strategy && (options_.max_retries == 0 || use_tls)) {
+        if (use_tls) aws_tls_connection_options_clean_up(&tls_connection);
+        throw_crt_error("creating the retry strategy");
+    }
+    config.retry_strategy = retry_strategy;
+
+    // Explicit proxy options only: which proxy (if any) the environment asks for is decided in Python.
+    aws_http_proxy_options proxy = {};
+    if (!options_.proxy_host.empty()) {
+        proxy.connection_type = use_tls ? AWS_HPCT_HTTP_TUNNEL : AWS_HPCT_HTTP_FORWARD;
+        proxy.host = cursor_of(options_.proxy_host);
+        proxy.port = options_.proxy_port;
+        if (!options_.proxy_username.empty()) {
+            proxy.auth_type = AWS_HPAT_BASIC;
+            proxy.auth_username = cursor_of(options_.proxy_username);
+            proxy.auth_password = cursor_of(options_.proxy_password);
         }
-        config.retry_strategy = single_attempt;
+        config.proxy_options = &proxy;
     }
 
     config.shutdown_callback = &ShutdownWaiter::on_shutdown;
@@ -185,7 +220,7 @@ void S3Client::create_client() {
     pool_pin_budget_ = limit > kPoolReserveBytes ? (limit - kPoolReserveBytes) / 2 : 0;
 
     client_ = aws_s3_client_new(alloc, &config);
-    aws_retry_strategy_release(single_attempt);  // the client holds its own reference (or none, if it failed)
+    aws_retry_strategy_release(retry_strategy);  // the client holds its own reference (or none, if it failed)
     if (use_tls) aws_tls_connection_options_clean_up(&tls_connection);
     if (!client_) throw_crt_error("creating the S3 client");
 }
@@ -194,12 +229,14 @@ S3Client::~S3Client() {
     if (!usable_here()) {
         // Inherited across fork(): its threads are gone, releasing would crash or hang. Leak on purpose.
         shutdown_.release();
+        tls_watch_.release();
         return;
     }
     aws_s3_client_release(client_);
     if (!shutdown_->wait_for(kShutdownLimit)) {
         // Something inside the CRT is stuck; leaking beats hanging the caller (often interpreter exit).
         shutdown_.release();
+        tls_watch_.release();
         return;
     }
     aws_credentials_provider_release(credentials_);

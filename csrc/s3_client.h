@@ -10,6 +10,7 @@
 #include <string>
 
 #include "crt_runtime.h"
+#include "tls_failures.h"
 
 struct aws_credentials_provider;
 struct aws_http_message;
@@ -43,6 +44,12 @@ struct ClientOptions {
     uint32_t connect_timeout_ms = 3000;
     uint32_t stall_timeout_s = 10;  // a connection moving no byte for this long is dropped and retried
     uint32_t max_retries = 5;
+
+    // A proxy to connect through (CONNECT for https, forwarding for http); empty host: none.
+    std::string proxy_host;
+    uint16_t proxy_port = 0;
+    std::string proxy_username;  // empty: no proxy authentication
+    std::string proxy_password;
 
     bool verify_tls = true;
     std::string ca_file;  // empty: the system trust store
@@ -97,6 +104,8 @@ private:
     aws_s3_client* client_ = nullptr;
     struct ShutdownWaiter;
     std::unique_ptr<ShutdownWaiter> shutdown_;
+    // Called from CRT threads until the shutdown completes: leaked with shutdown_ when that never happens.
+    std::unique_ptr<TlsHandshakeWatch> tls_watch_;
 };
 
 }  // namespace torchdata_s3

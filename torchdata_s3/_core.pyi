@@ -97,6 +97,10 @@ class S3Client:
         verify_tls: bool,
         ca_file: str,
         event_loop_threads: int = 0,
+        proxy_host: str = "",
+        proxy_port: int = 0,
+        proxy_username: str = "",
+        proxy_password: str = "",
     ) -> None: ...
     @property
     def pinned_pool_bytes(self) -> int: ...

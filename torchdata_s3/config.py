@@ -7,7 +7,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
+from urllib.request import proxy_bypass_environment
 
 __all__ = ["S3Config", "event_loop_threads"]
 
@@ -46,7 +47,7 @@ class S3Config:
         access_key_id, secret_access_key, session_token: static credentials [None: the default chain:
             environment, profile files, web identity, container, instance metadata].
         verify_ssl: verify the server's TLS certificate [True].
-        ca_file: PEM file of extra trusted CAs [None: the system store].
+        ca_file: PEM file of the CAs to trust, instead of the system store [None: the system store].
         part_size_bytes: size of each ranged GET of a large object [8 MiB].
         throughput_target_gbps: what the CRT sizes its connection pool for: max(10, gbps / 0.4)
             connections [25.0: 62 connections, enough for 64 small objects in flight].
@@ -68,6 +69,10 @@ class S3Config:
             from disk (see :mod:`torchdata_s3.cache`) [None: no cache; ``TORCHDATA_S3_CACHE_DIR``].
         cache_max_bytes: the cache's budget: least recently used objects are evicted beyond it, and objects
             larger than it are never cached [10 GiB; ``TORCHDATA_S3_CACHE_MAX_BYTES``].
+        proxy_url: ``http://[user:password@]host[:port]`` of the proxy to reach the endpoint through: HTTPS
+            via CONNECT, plain HTTP forwarded. "" means no proxy [None: ``HTTPS_PROXY`` for an https
+            endpoint, ``HTTP_PROXY`` for an http one (lower-case names first), none for a host ``NO_PROXY``
+            matches; as in the AWS CLI].
     """
 
     region: str = "us-east-1"
@@ -91,12 +96,19 @@ class S3Config:
     max_retries: int = 5
     cache_dir: Optional[str] = None
     cache_max_bytes: int = 10 * 1024 * MiB
+    proxy_url: Optional[str] = field(default=None, repr=False)  # may hold the proxy's password
 
     def __post_init__(self) -> None:
         if not self.region:
             raise ValueError("region must not be empty")
         if self.endpoint_url is not None:
             _split_endpoint(self.endpoint_url)  # validates
+        if self.proxy_url:
+            _split_proxy(self.proxy_url)  # validates
+        if self.ca_file is not None and not os.path.isfile(self.ca_file):
+            raise ValueError(
+                f"ca_file {self.ca_file!r} is not a file; it must name a PEM file of trusted CAs"
+            )
         if self.anonymous and (self.access_key_id or self.profile):
             raise ValueError("anonymous=True cannot be combined with access keys or a profile")
         if bool(self.access_key_id) != bool(self.secret_access_key):
@@ -144,7 +156,8 @@ class S3Config:
             ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, ``S3_ENDPOINT_URL`` (the original torchdata's; may
             lack a scheme, then ``S3_USE_HTTPS`` picks it, default https), ``AWS_REGION``,
             ``AWS_DEFAULT_REGION``, ``AWS_PROFILE`` (ignored when ``AWS_ACCESS_KEY_ID`` is set: keys in the
-            environment win, as in the AWS CLI), ``S3_VERIFY_SSL``, ``TORCHDATA_S3_CACHE_DIR``,
+            environment win, as in the AWS CLI), ``S3_VERIFY_SSL``, ``AWS_CA_BUNDLE`` (the CAs to trust when
+            ``ca_file`` is not given, as in the AWS CLI), ``TORCHDATA_S3_CACHE_DIR``,
             ``TORCHDATA_S3_CACHE_MAX_BYTES``. Credentials in ``AWS_ACCESS_KEY_ID`` etc.
             are read by the CRT's default provider chain, not here, so they are never copied around.
 
@@ -196,6 +209,20 @@ class S3Config:
                     f"environment variable TORCHDATA_S3_CACHE_MAX_BYTES={budget!r} is not a number of bytes"
                 )
             values["cache_max_bytes"] = int(budget)
+        if "proxy_url" not in values:
+            proxy = _proxy_from_environment(env, values.get("endpoint_url"), values.get("region", cls.region))
+            if proxy:
+                values["proxy_url"] = proxy
+        # Trust: ca_file > AWS_CA_BUNDLE > the system store, as in the AWS CLI and boto3.
+        if "ca_file" not in values:
+            bundle = env.get("AWS_CA_BUNDLE", "").strip()
+            if bundle:
+                if not os.path.isfile(bundle):
+                    raise ValueError(
+                        f"environment variable AWS_CA_BUNDLE={bundle!r} is not a file; it must name a "
+                        "PEM file of trusted CAs (or be unset to trust the system store)"
+                    )
+                values["ca_file"] = bundle
         return cls(**values)
 
     def replace(self, **changes: Any) -> S3Config:
@@ -222,7 +249,14 @@ class S3Config:
             credentials = "profile"
         else:
             credentials = "default"
+        proxy_host, proxy_port, proxy_username, proxy_password = (
+            _split_proxy(self.proxy_url) if self.proxy_url else ("", 0, "", "")
+        )
         return {
+            "proxy_host": proxy_host,
+            "proxy_port": proxy_port,
+            "proxy_username": proxy_username,
+            "proxy_password": proxy_password,
             "region": self.region,
             "endpoint_scheme": scheme,
             "endpoint_host": host,
@@ -291,6 +325,44 @@ def undefined_profile(profile: str, environ: Optional[Mapping[str, str]] = None)
         f"(AWS_SHARED_CREDENTIALS_FILE) nor in the config file {config_path} (AWS_CONFIG_FILE); "
         "fix the profile name (profile=... or AWS_PROFILE) or add the profile to one of those files"
     )
+
+
+def _proxy_from_environment(
+    environ: Mapping[str, str], endpoint_url: Optional[str], region: str
+) -> Optional[str]:
+    """The proxy the AWS CLI would use for this endpoint: ``https_proxy``/``HTTPS_PROXY`` for https,
+    ``http_proxy``/``HTTP_PROXY`` for http (lower case first, as curl and urllib read them), unless
+    ``no_proxy``/``NO_PROXY`` names the endpoint's host."""
+    if endpoint_url is None:
+        scheme, host = "https", f"s3.{region}.amazonaws.com"
+    else:
+        scheme, host, _ = _split_endpoint(endpoint_url)
+    proxy = environ.get(f"{scheme}_proxy") or environ.get(f"{scheme.upper()}_PROXY")
+    if not proxy:
+        return None
+    no_proxy = environ.get("no_proxy") or environ.get("NO_PROXY")
+    if no_proxy and proxy_bypass_environment(host.strip("[]"), proxies={"no": no_proxy}):
+        return None
+    return proxy
+
+
+def _split_proxy(proxy_url: str) -> tuple[str, int, str, str]:
+    """``(host, port, username, password)`` of an ``http://`` proxy URL; a URL without a scheme is http, as
+    in the AWS CLI."""
+    parts = urlsplit(proxy_url if "://" in proxy_url else f"http://{proxy_url}")
+    shown = parts._replace(netloc=parts.hostname or "").geturl() if parts.password else proxy_url
+    if parts.scheme != "http":
+        raise ValueError(
+            f"proxy {shown!r}: only http:// proxies are supported (HTTPS to the endpoint still goes "
+            "through it, end to end, via CONNECT)"
+        )
+    if not parts.hostname:
+        raise ValueError(f"proxy {shown!r} has no host")
+    try:
+        port = parts.port or 80
+    except ValueError as error:
+        raise ValueError(f"proxy {shown!r} has an invalid port") from error
+    return parts.hostname, port, unquote(parts.username or ""), unquote(parts.password or "")
 
 
 def _split_endpoint(endpoint_url: str) -> tuple[str, str, int]:

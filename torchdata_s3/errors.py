@@ -11,8 +11,9 @@ class                           also a                                      rais
                                                                             credentials, HTTP 403
 :class:`S3TimeoutError`         :class:`TimeoutError`                       no progress within
                                                                             ``request_timeout_ms``
-:class:`S3NetworkError`         :class:`ConnectionError`                    DNS, connect, TLS, dropped
-                                                                            connections (after retries)
+:class:`S3NetworkError`         :class:`ConnectionError`                    DNS, connect, dropped connections
+                                                                            (after retries); TLS handshakes
+                                                                            (at once: not retried)
 :class:`S3IntegrityError`       :class:`S3Error`                            a body shorter than announced, or
                                                                             the object changed mid-read
 :class:`S3Error`                :class:`OSError`                            anything else (e.g. SlowDown after
@@ -158,6 +159,50 @@ _PERMISSION_HINT = (
     "or anonymous=True for public buckets) and the bucket policy"
 )
 _REGION_CODES = {"PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"}
+
+# What to do about a certificate that is not accepted, for every TLS message that needs it.
+TLS_TRUST_HOW_TO = (
+    "if the endpoint's certificate comes from a private CA or a TLS-inspecting proxy, point ca_file= (or "
+    "AWS_CA_BUNDLE) at that CA's PEM file; verify_ssl=False (or S3_VERIFY_SSL=0) turns verification off"
+)
+# s2n's reason for a failed handshake -> (the cause in words, what to do).
+_TLS_CAUSES = {
+    "S2N_ERR_CERT_UNTRUSTED": ("certificate not trusted", TLS_TRUST_HOW_TO),
+    "S2N_ERR_CERT_INVALID_HOSTNAME": (
+        "certificate is for another host",
+        "use the host name the certificate was issued for in endpoint_url, or a certificate that names this "
+        "host; verify_ssl=False (or S3_VERIFY_SSL=0) turns verification off",
+    ),
+    "S2N_ERR_CERT_EXPIRED": (
+        "certificate expired",
+        "renew the endpoint's certificate, or check this machine's clock; verify_ssl=False (or "
+        "S3_VERIFY_SSL=0) turns verification off",
+    ),
+    "S2N_ERR_CERT_NOT_YET_VALID": (
+        "certificate not valid yet",
+        "check this machine's clock, or renew the endpoint's certificate; verify_ssl=False (or "
+        "S3_VERIFY_SSL=0) turns verification off",
+    ),
+}
+# A reply that is not TLS at all: s2n finds no TLS record where one must be.
+_NOT_TLS_REASONS = {"S2N_ERR_BAD_MESSAGE", "S2N_ERR_RECORD_LIMIT", "S2N_ERR_BAD_KEY_SHARE"}
+_NOT_TLS = (
+    "the endpoint does not answer in TLS",
+    "if it serves plain HTTP, use an http:// endpoint_url (or S3_USE_HTTPS=0)",
+)
+_TLS_OTHER_HINT = f"check that endpoint_url names an HTTPS endpoint; {TLS_TRUST_HOW_TO}"
+
+
+def _tls_cause(info: dict) -> tuple[str, str]:
+    """The cause of a failed TLS handshake in words, and what to do."""
+    reason = info.get("tls_reason", "")
+    if reason in _TLS_CAUSES:
+        return _TLS_CAUSES[reason]
+    if reason in _NOT_TLS_REASONS:
+        return _NOT_TLS
+    return "TLS handshake failed", _TLS_OTHER_HINT
+
+
 _NETWORK_PREFIXES = ("AWS_IO_", "AWS_ERROR_HTTP_")
 
 
@@ -200,6 +245,8 @@ def _classify(info: dict) -> tuple[type, str]:
             "the bucket is in another region than the one requests are signed for; "
             "set region= (or AWS_REGION) to the bucket's region"
         )
+    if status == 0 and crt.startswith("AWS_IO_TLS_ERROR"):
+        return S3NetworkError, _tls_cause(info)[1]
     if status == 0 and crt.startswith(_NETWORK_PREFIXES):
         if "TIMEOUT" in crt:
             return (
@@ -220,7 +267,17 @@ def _classify(info: dict) -> tuple[type, str]:
         )
     if crt == "AWS_ERROR_S3_INTERNAL_ERROR" or code == "InternalError" or 500 <= status < 600:
         return S3Error, "the endpoint kept failing with server errors through every retry; try again later"
+    if status == 400 and not code:
+        # S3 explains every 400 with an error document; a bare one is most often a TLS port spoken to in
+        # plain HTTP.
+        return S3Error, _PLAIN_HTTP_TO_TLS_HINT
     return S3Error, ""
+
+
+_PLAIN_HTTP_TO_TLS_HINT = (
+    "the endpoint refused the request without an S3 error document; if it serves HTTPS, use an https:// "
+    "endpoint_url"
+)
 
 
 def printable_url(url: str) -> str:
@@ -248,6 +305,14 @@ def error_from_native(info: dict) -> S3Error:
         except ValueError:
             status_phrase = ""
     what = info["s3_error_code"] or info["detail"] or status_phrase or info["crt_error_name"]
+    if status == 0 and info["crt_error_name"].startswith("AWS_IO_TLS_ERROR"):
+        cause = _tls_cause(info)[0]
+        endpoint = info.get("tls_endpoint", "")
+        reason = info.get("tls_reason", "")
+        what = (
+            f"TLS handshake{' with ' + endpoint if endpoint else ''} failed: {cause} "
+            f"({reason + ', ' if reason else ''}{info['crt_error_name']})"
+        )
     parts = [f"{info['operation']} {printable_url(url)} failed: {what}"]
     if status:
         parts.append(f"(HTTP {status})")

@@ -19,6 +19,7 @@ import select
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -55,6 +56,7 @@ class LocalEndpoint:
         latency_ms: float = 30.0,
         bandwidth_mbps: float = 90.0,
         startup_timeout_s: float = 20.0,
+        tls: Optional[tuple[Path, Path]] = None,
     ) -> None:
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r}; expected one of {PROFILES}")
@@ -63,6 +65,7 @@ class LocalEndpoint:
         self.latency_ms = latency_ms
         self.bandwidth_mbps = bandwidth_mbps
         self.startup_timeout_s = startup_timeout_s
+        self.tls = tls
         self.port: Optional[int] = None
         self._run_dir: Optional[Path] = None
         self._nginx: Optional[subprocess.Popen[bytes]] = None
@@ -71,10 +74,10 @@ class LocalEndpoint:
 
     @property
     def endpoint_url(self) -> str:
-        """``http://127.0.0.1:<port>`` of nginx; only while started."""
+        """``http://127.0.0.1:<port>`` of nginx (``https://`` when serving TLS); only while started."""
         if self.port is None:
             raise RuntimeError("the endpoint is not started")
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def start(self) -> LocalEndpoint:
         """Start the sidecar, then nginx; return once both answer. Raises RuntimeError with nginx's error
@@ -186,6 +189,7 @@ class LocalEndpoint:
             bandwidth_mbps=self.bandwidth_mbps,
             echo_module=ECHO_MODULE,
             worker_user=_current_user_if_root(),
+            tls=self.tls,
         )
         config_path = self._run_dir / "nginx.conf"
         config_path.write_text(render_nginx_config(settings))
@@ -213,7 +217,14 @@ class LocalEndpoint:
         while time.monotonic() < deadline:
             if self._nginx.poll() is not None or (self._sidecar and self._sidecar.poll() is not None):
                 return False
-            connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+            connection = (
+                # Readiness only: whether the certificate is trusted is for the clients under test to judge.
+                http.client.HTTPSConnection(
+                    "127.0.0.1", self.port, timeout=2, context=ssl._create_unverified_context()
+                )
+                if self.tls
+                else http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+            )
             try:
                 connection.request("HEAD", _READINESS_PROBE_PATH)
                 status = connection.getresponse().status

@@ -168,3 +168,64 @@ def test_frozen_hashable_picklable() -> None:
 def test_ipv6_endpoint() -> None:
     options = S3Config(endpoint_url="http://[::1]:9000").native_options()
     assert (options["endpoint_host"], options["endpoint_port"]) == ("[::1]", 9000)
+
+
+def test_trust_comes_from_ca_file_then_aws_ca_bundle_then_the_system(tmp_path: Path) -> None:
+    explicit, bundle = tmp_path / "explicit.pem", tmp_path / "bundle.pem"
+    explicit.write_text("x")
+    bundle.write_text("x")
+    environ = {"AWS_CA_BUNDLE": str(bundle)}
+    assert S3Config.resolve(environ, ca_file=str(explicit)).ca_file == str(explicit)
+    assert S3Config.resolve(environ).ca_file == str(bundle)
+    assert S3Config.resolve({}).ca_file is None
+    assert S3Config.resolve({}).native_options()["ca_file"] == ""  # the system store
+    assert S3Config.resolve({"AWS_CA_BUNDLE": " "}).ca_file is None
+    with pytest.raises(ValueError, match="AWS_CA_BUNDLE="):
+        S3Config.resolve({"AWS_CA_BUNDLE": str(tmp_path / "missing.pem")})
+    # verify_ssl is independent of where the CAs come from.
+    assert S3Config.resolve({**environ, "S3_VERIFY_SSL": "0"}).native_options()["verify_tls"] is False
+
+
+HTTPS_ENDPOINT = "https://store.example:8443"
+HTTP_ENDPOINT = "http://store.example:8080"
+
+
+@pytest.mark.parametrize(
+    ("environ", "endpoint", "expected"),
+    [
+        ({}, HTTPS_ENDPOINT, None),
+        ({"HTTPS_PROXY": "http://p:3128"}, HTTPS_ENDPOINT, "http://p:3128"),
+        ({"https_proxy": "http://low:1", "HTTPS_PROXY": "http://up:2"}, HTTPS_ENDPOINT, "http://low:1"),
+        ({"HTTP_PROXY": "http://p:3128"}, HTTPS_ENDPOINT, None),
+        ({"HTTP_PROXY": "http://p:3128"}, HTTP_ENDPOINT, "http://p:3128"),
+        ({"HTTPS_PROXY": "http://p:3128"}, HTTP_ENDPOINT, None),
+        ({"HTTPS_PROXY": "p:3128", "NO_PROXY": "store.example"}, HTTPS_ENDPOINT, None),
+        ({"HTTPS_PROXY": "p:3128", "NO_PROXY": ".example"}, HTTPS_ENDPOINT, None),
+        ({"HTTPS_PROXY": "p:3128", "no_proxy": "*"}, HTTPS_ENDPOINT, None),
+        ({"HTTPS_PROXY": "p:3128", "NO_PROXY": "other.example"}, HTTPS_ENDPOINT, "p:3128"),
+        ({"HTTPS_PROXY": "p:3128", "NO_PROXY": ".amazonaws.com"}, None, None),
+        ({"HTTPS_PROXY": "p:3128"}, None, "p:3128"),
+    ],
+)
+def test_proxy_from_environment_as_the_aws_cli(environ: dict, endpoint: str, expected: str) -> None:
+    assert S3Config.resolve(environ, endpoint_url=endpoint).proxy_url == expected
+
+
+def test_proxy_options_and_explicit_no_proxy() -> None:
+    environ = {"HTTPS_PROXY": "http://user:p%40ss@proxy.example:3128"}
+    config = S3Config.resolve(environ, endpoint_url=HTTPS_ENDPOINT)
+    options = config.native_options()
+    assert (options["proxy_host"], options["proxy_port"]) == ("proxy.example", 3128)
+    assert (options["proxy_username"], options["proxy_password"]) == ("user", "p@ss")
+    assert "p%40ss" not in repr(config)
+    assert (
+        S3Config.resolve(environ, endpoint_url=HTTPS_ENDPOINT, proxy_url="").native_options()["proxy_host"]
+        == ""
+    )
+    assert S3Config.resolve({"HTTPS_PROXY": "proxy.example"}).native_options()["proxy_port"] == 80
+
+
+def test_an_https_proxy_url_is_refused_without_showing_its_password() -> None:
+    with pytest.raises(ValueError, match="only http:// proxies") as caught:
+        S3Config.resolve({}, proxy_url="https://user:secret@proxy.example:3128")
+    assert "secret" not in str(caught.value)

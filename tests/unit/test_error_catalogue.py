@@ -107,6 +107,18 @@ EVERY_KIND_OF_FAILURE = [
     {"crt_error_name": "AWS_ERROR_HTTP_CHANNEL_THROUGHPUT_FAILURE"},
     {"crt_error_name": "AWS_ERROR_S3_INTERNAL_ERROR"},
     {"http_status": 500, "s3_error_code": "InternalError"},
+    {"http_status": 400},
+    *(
+        {"crt_error_name": "AWS_IO_TLS_ERROR_NEGOTIATION_FAILURE", "tls_reason": reason}
+        for reason in (
+            "S2N_ERR_CERT_UNTRUSTED",
+            "S2N_ERR_CERT_INVALID_HOSTNAME",
+            "S2N_ERR_CERT_EXPIRED",
+            "S2N_ERR_CERT_NOT_YET_VALID",
+            "S2N_ERR_BAD_MESSAGE",
+            "S2N_ERR_SOMETHING_ELSE",
+        )
+    ),
 ]
 
 
@@ -164,3 +176,28 @@ def test_credentials_unavailable() -> None:
         0,
         13,
     )
+
+
+@pytest.mark.parametrize(
+    ("reason", "cause"),
+    [
+        ("S2N_ERR_CERT_UNTRUSTED", "certificate not trusted"),
+        ("S2N_ERR_CERT_INVALID_HOSTNAME", "certificate is for another host"),
+        ("S2N_ERR_CERT_EXPIRED", "certificate expired"),
+        ("S2N_ERR_BAD_MESSAGE", "the endpoint does not answer in TLS"),
+        ("", "TLS handshake failed"),
+    ],
+)
+def test_a_tls_failure_names_the_endpoint_and_the_cause_in_words(reason: str, cause: str) -> None:
+    info = native_info(
+        crt_error_name="AWS_IO_TLS_ERROR_NEGOTIATION_FAILURE",
+        tls_endpoint="127.0.0.1:8443",
+        tls_reason=reason,
+    )
+    error = error_from_native(info)
+    assert type(error) is torchdata_s3.S3NetworkError
+    assert str(error).startswith(
+        f"GetObject s3://bkt/dir/file.bin failed: TLS handshake with 127.0.0.1:8443 failed: {cause} ("
+    )
+    assert "AWS_IO_TLS_ERROR_NEGOTIATION_FAILURE)" in str(error)
+    assert any(fix in str(error) for fix in ("ca_file=", "verify_ssl=False", "http:// endpoint_url"))

@@ -26,6 +26,9 @@ def native_info(**fields: object) -> dict:
         "bucket": "bkt",
         "key": "dir/file.bin",
         "detail": "",
+        "tls_endpoint": "",
+        "tls_reason": "",
+        "tls_reason_message": "",
     }
     info.update(fields)
     return info

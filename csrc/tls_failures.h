@@ -1,0 +1,72 @@
+// TLS handshake failures: their cause, and failing fast on them.
+//
+// The CRT reports every failed handshake as AWS_IO_TLS_ERROR_NEGOTIATION_FAILURE and only logs s2n's reason
+// (untrusted certificate, wrong host, expired, not TLS at all). It then holds the failed connection for s2n's
+// "blinding" delay (10-30 s) before the request hears of it, and the S3 client retries the connection, up to
+// max_retries times, although a certificate the client does not trust will not become trusted by retrying.
+// This file records s2n's reason as the handshake fails (on the event loop thread, where s2n_errno is still
+// set), turns the blinding delay off, and offers a retry strategy that stops retrying while a client's
+// handshakes fail for a reason a retry cannot fix.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+struct aws_allocator;
+struct aws_channel_handler;
+struct aws_channel_slot;
+struct aws_retry_strategy;
+struct aws_tls_connection_options;
+struct aws_tls_ctx;
+
+namespace torchdata_s3 {
+
+struct TlsHandshakeFailure {
+    std::string endpoint;        // "host:port" the handshake was with
+    std::string reason_name;     // s2n's error name, e.g. "S2N_ERR_CERT_UNTRUSTED"; empty if none recorded
+    std::string reason_message;  // s2n's sentence for it
+};
+
+// The handshakes of one client. CRT threads call into it until the client's shutdown completes.
+class TlsHandshakeWatch {
+public:
+    explicit TlsHandshakeWatch(std::string endpoint) : endpoint_(std::move(endpoint)) {}
+    TlsHandshakeWatch(const TlsHandshakeWatch&) = delete;
+    TlsHandshakeWatch& operator=(const TlsHandshakeWatch&) = delete;
+
+    // Makes every connection made with `options` report its handshake's outcome here.
+    void watch(aws_tls_connection_options* options);
+
+    // True from a handshake failure that another attempt cannot fix (a certificate or protocol error) until
+    // the next handshake that succeeds.
+    bool failing_for_good() const { return failing_for_good_.load(std::memory_order_acquire); }
+
+private:
+    static void on_negotiation_result(aws_channel_handler* handler, aws_channel_slot* slot, int error_code,
+                                      void* user_data);
+
+    const std::string endpoint_;
+    std::atomic<bool> failing_for_good_{false};
+};
+
+// The latest handshake failure in this process, whichever client had it: a request that failed with a TLS
+// error is described with it. (Two clients failing at once against different endpoints could swap reasons;
+// the endpoint is recorded so that a message never names the wrong host.)
+TlsHandshakeFailure latest_tls_handshake_failure();
+
+// Turns off s2n's blinding delay for connections made with `ctx` (an s2n context of aws-c-io). False if the
+// context is not laid out as expected, which leaves the delay on: slower failures, nothing worse.
+bool disable_blinding_delay(aws_tls_ctx* ctx);
+
+// Lets one read of a connection made with `ctx` return several TLS records (up to the channel message size)
+// instead of one: large objects then cost as few trips through the channel as over plain HTTP. False if the
+// context is not laid out as expected (see disable_blinding_delay).
+bool enable_multi_record_reads(aws_tls_ctx* ctx);
+
+// A retry strategy that hands every decision to `inner`, except that it refuses to retry while
+// `watch->failing_for_good()`. Takes its own reference to `inner`; `watch` must outlive the strategy's use.
+// A new reference, or nullptr with the CRT error raised.
+aws_retry_strategy* new_tls_aware_retry_strategy(aws_allocator* allocator, aws_retry_strategy* inner,
+                                                 const TlsHandshakeWatch* watch);
+
+}  // namespace torchdata_s3
