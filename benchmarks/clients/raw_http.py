@@ -34,7 +34,7 @@ def _fetch(ctx: Context, sizes: list[int]) -> Measurement:
                 [curl, "--silent", "--fail", "--parallel", "--parallel-max", "16", "--config", config.name],
                 check=True,
             )
-    return Measurement(len(sizes), sum(sizes), watch.seconds, None)
+    return Measurement(len(sizes), sum(sizes), watch.seconds, None, watch.cpu_seconds)
 
 
 def large(ctx: Context) -> Measurement:
