@@ -161,7 +161,11 @@ def build_cases(args: argparse.Namespace, endpoint_url: str, manifests: dict) ->
                 }
                 context = Context(**{**base, "keys": [picks["key"]]}, selection=selection)
                 items = picks["rows"] if kind == "parquet" else len(picks["members"])
-                variant = f"{kind}: {', '.join(picks.get('columns') or picks['members'])}"
+                variant = (
+                    f"parquet: {len(picks['columns'])} of {manifest.parameters['parquet_columns']} columns"
+                    if kind == "parquet"
+                    else f"zip: {len(picks['members'])} members"
+                )
                 cases.append(case(variant, context, items, picks["digest"]))
         else:
             cases.append(case("", Context(**base), len(manifest.keys), manifest.digest))

@@ -75,7 +75,7 @@ def listing_spec(count: int) -> DatasetSpec:
 
 
 def images_spec(count: int) -> DatasetSpec:
-    """JPEG photographs' stand-ins: 640x480, quality 90, ~100-200 kB each (see benchmarks.generate)."""
+    """JPEG photographs' stand-ins: 640x480, quality 90, about 118 kB each (see benchmarks.generate)."""
     return DatasetSpec("images", {"count": count, "width": 640, "height": 480, "quality": 90})
 
 

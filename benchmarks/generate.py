@@ -18,7 +18,7 @@ ZIP_KEY = "random/archive.zip"
 
 
 def write_images(directory: Path, parameters: dict, progress: Callable[[int], None]) -> Manifest:
-    """Smooth colour fields with grain: JPEG sizes like photographs' (~100-200 kB at 640x480, quality 90);
+    """Smooth colour fields with grain: JPEG sizes like photographs' (about 118 kB at 640x480, quality 90);
     pure noise would be larger and flat colour tiny."""
     import numpy as np
     from PIL import Image

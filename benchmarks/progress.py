@@ -31,7 +31,8 @@ class Progress:
         elif run.error:
             outcome = "FAILED: " + run.error.strip().splitlines()[-1][:120]
         else:
-            outcome = f"{run.throughput:,.1f} {unit}"
+            figure = run.throughput
+            outcome = f"{figure:,.0f} {unit}" if figure >= 100 else f"{figure:.3g} {unit}"
         width = len(str(self.total))
         print(
             f"[{self.done:>{width}}/{self.total} {self.elapsed()}] {profile} {label}: {outcome}",

@@ -55,7 +55,8 @@ def summarize(cases: list[Case], runs: list[Run], meta: dict[str, Any]) -> dict[
                 "max": max(good) if good else None,
                 "runs": len(client_runs),
                 "failed_runs": sum(1 for r in client_runs if r.error),
-                "errors": sorted({r.error[:300] for r in client_runs if r.error}),
+                # The end of an error says what went wrong (a traceback's last line); its start says where.
+                "errors": sorted({r.error.strip()[-300:] for r in client_runs if r.error}),
                 "rss_growth_mib_median": statistics.median(
                     [r.rss_growth_bytes / 2**20 for r in client_runs if not r.error]
                 )

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import io
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from benchmarks import datasets
-from benchmarks.cli import build_cases
+from benchmarks.cli import build_cases, parse_arguments
 from benchmarks.clients import CLIENTS, OURS, WORKLOADS, load
 from benchmarks.endpoint.access_log import AccessLog
 from benchmarks.endpoint.nginx import LocalEndpoint, ensure_nginx_installed
 from benchmarks.plots import plot
+from benchmarks.progress import Progress
 from benchmarks.report import summarize, table, validate
 from benchmarks.runner import Case, MeasurementFailed, Run, check, measure, run_interleaved
+from benchmarks.workloads import HEADLINE
 
 pytestmark = pytest.mark.integration
 
@@ -184,3 +187,30 @@ def test_access_log_counts_a_window(tmp_path: Path) -> None:
         appending.write("206 8388608\n404 0\n")
     served = log.since(start)
     assert (served.requests, served.body_bytes) == (2, 8388608)
+
+
+def test_the_default_run_is_the_headline_and_full_is_everything() -> None:
+    default = parse_arguments([])
+    assert default.workloads == ",".join(HEADLINE) and default.profile == "both"
+    full = parse_arguments(["--full"])
+    assert full.workloads == ",".join(WORKLOADS) and full.large_count > default.large_count
+    assert parse_arguments(["--full", "--small-count", "7"]).small_count == 7  # an option beats its preset
+    with pytest.raises(SystemExit):
+        parse_arguments(["--workloads", "large,nonsense"])
+
+
+def test_progress_says_which_measurement_of_how_many() -> None:
+    stream = io.StringIO()
+    progress = Progress(3, stream)
+    progress.measured("fast", "large torchdata_s3 (content check)", None, "MB/s")
+    progress.measured(
+        "fast", "large torchdata_s3 round 1/2", Run(OURS, "large", "", 0, 1234.5, 1, 1, 1, 0, 0), "MB/s"
+    )
+    failed = Run(
+        OURS, "random", "", 0, 0.0, 0, 0, 0, 0, 0, error="Traceback...\nio.UnsupportedOperation: seek"
+    )
+    progress.measured("s3like", "random torchdata_s3 (content check)", failed, "s")
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("[1/3 0:00] fast large torchdata_s3 (content check): content ok")
+    assert lines[1].endswith("round 1/2: 1,234 MB/s")
+    assert lines[2].endswith("FAILED: io.UnsupportedOperation: seek")
