@@ -13,7 +13,8 @@ from benchmarks.report import validate
 def _value(value: float | None) -> str:
     if value is None:
         return "-"
-    return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
+    # Three significant digits below 100: seconds of the random workload are fractions.
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def render(document: dict[str, Any]) -> str:
