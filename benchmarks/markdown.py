@@ -67,6 +67,9 @@ def render(document: dict[str, Any]) -> str:
             summary.append(f"ours / best peer **{comparison['ours_vs_best_peer']:.2f}x**{better}")
         if comparison["ours_vs_ceiling"]:
             summary.append(f"ours / raw-HTTP ceiling **{comparison['ours_vs_ceiling']:.0%}**")
+        if comparison.get("ours_cpu_per_gb_vs_lowest_peer"):
+            ratio = comparison["ours_cpu_per_gb_vs_lowest_peer"]
+            summary.append(f"ours' CPU per GB / lowest peer's **{ratio:.2f}x**")
         lines += ["", "; ".join(summary), ""] if summary else [""]
     return "\n".join(lines)
 

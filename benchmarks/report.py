@@ -77,6 +77,12 @@ def summarize(cases: list[Case], runs: list[Run], meta: dict[str, Any]) -> dict[
         for row in rows.values():
             row["ratio_to_ours"] = (row["median"] / ours) if (ours and row["median"]) else None
         peers = [row["median"] for client, row in rows.items() if is_peer(client) and row["median"]]
+        peers_cpu = [
+            row["cpu_s_per_gb_median"]
+            for client, row in rows.items()
+            if is_peer(client) and row["cpu_s_per_gb_median"]
+        ]
+        ours_cpu = rows.get(OURS, {}).get("cpu_s_per_gb_median")
         best_peer = (max if workload.higher_is_better else min)(peers) if peers else None
         comparisons.append(
             {
@@ -89,6 +95,10 @@ def summarize(cases: list[Case], runs: list[Run], meta: dict[str, Any]) -> dict[
                 "ours_vs_ceiling": speedup(
                     ours, rows.get(CEILING, {}).get("median"), workload.higher_is_better
                 ),
+                # Issue 11 wants ours' CPU per GB below every peer's: below 1 here.
+                "ours_cpu_per_gb_vs_lowest_peer": (ours_cpu / min(peers_cpu))
+                if (ours_cpu and peers_cpu)
+                else None,
             }
         )
     return {
@@ -145,6 +155,10 @@ def table(document: dict[str, Any]) -> str:
             lines.append(f"  ours / best peer: {comparison['ours_vs_best_peer']:.2f}x")
         if comparison["ours_vs_ceiling"]:
             lines.append(f"  ours / raw HTTP ceiling: {comparison['ours_vs_ceiling']:.0%}")
+        if comparison.get("ours_cpu_per_gb_vs_lowest_peer"):
+            lines.append(
+                f"  ours' CPU per GB / lowest peer's: {comparison['ours_cpu_per_gb_vs_lowest_peer']:.2f}x"
+            )
     return "\n".join(lines)
 
 

@@ -139,7 +139,10 @@ def test_results_document(tmp_path: Path, tiny_datasets) -> None:  # type: ignor
             requests=3,
         )
         for r, t, c in [(0, 300.0, 0.5), (1, 100.0, 0.7), (2, 200.0, 0.6)]
-    ] + [Run("boto3", "large", "", r, t, 1.0, 2, gb, 2**20, 2**20) for r, t in enumerate([50.0, 40.0, 60.0])]
+    ] + [
+        Run("boto3", "large", "", r, t, 1.0, 2, gb, 2**20, 2**20, cpu_seconds=0.4)
+        for r, t in enumerate([50.0, 40.0, 60.0])
+    ]
     runs.append(Run("raw-http", "large", "", 0, 400.0, 1.0, 2, gb, 0, 0))
     runs.append(Run("s3fs", "large", "", 0, 0.0, 0.0, 0, 0, 0, 0, error="boom"))
     # A variant of ours is reported beside it but is never the best peer.
@@ -153,12 +156,14 @@ def test_results_document(tmp_path: Path, tiny_datasets) -> None:  # type: ignor
     assert comparison["ours_vs_ceiling"] == pytest.approx(0.5)
     assert comparison["clients"][OURS]["cpu_s_per_gb_median"] == pytest.approx(0.6)
     assert comparison["clients"][OURS]["fetched_mib_median"] == pytest.approx(gb / 2**20)
-    assert comparison["clients"]["boto3"]["cpu_s_per_gb_median"] is None  # not measured in these runs
+    assert comparison["clients"]["raw-http"]["cpu_s_per_gb_median"] is None  # not measured in that run
+    assert comparison["ours_cpu_per_gb_vs_lowest_peer"] == pytest.approx(0.6 / 0.4)
     assert (
         comparison["clients"]["s3fs"]["failed_runs"] == 1 and comparison["clients"]["s3fs"]["median"] is None
     )
     rendered = table(document)
     assert "ours / best peer: 4.00x" in rendered and "1 failed: boom" in rendered
+    assert "ours' CPU per GB / lowest peer's: 1.50x" in rendered
     [image] = plot(document, tmp_path)
     assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     broken = {**document, "schema_version": 0}
