@@ -29,7 +29,9 @@ def render(document: dict[str, Any]) -> str:
         "",
         f"Measured {meta['date']} on {meta['machine']}, Python {meta['python']}; "
         f"{meta['rounds']} interleaved rounds per client after one untimed run that must reproduce "
-        "the dataset's content digest. "
+        "the dataset's content digest"
+        + ("" if meta.get("content_checked", True) else " (that run was on the other profile)")
+        + ". "
         "Median (min-max); ratio = client median / torchdata_s3 median. CPU s/GB: user + system seconds of "
         "the client's whole process (all threads, finished child processes) over the timed section, per GB "
         "read; fetched: body bytes the endpoint sent during the measurement's process (its access log).",

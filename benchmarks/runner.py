@@ -131,16 +131,18 @@ def run_interleaved(
     timeout_s: float,
     on_run: Callable[[str, Optional[Run]], None],
     access_log: Optional[AccessLog] = None,
+    check_content: bool = True,
 ) -> list[Run]:
     """For each case: one verified run per client, then `rounds` timed rounds of A B C ... C B A ...
 
+    ``check_content=False`` skips the verified runs (for a second profile over the same data and code).
     ``on_run(label, run)`` follows every measurement (``run`` is None for a verification run)."""
     runs: list[Run] = []
     for case in cases:
         clients = clients_for(case)
         title = f"{case.workload} {case.variant}".strip()
         verified = Case(**{**asdict(case), "context": Context(**{**asdict(case.context), "verify": True})})
-        for client in list(clients):  # correctness first, untimed
+        for client in list(clients) if check_content else []:  # correctness first, untimed
             try:
                 result = measure(client, verified, environment, timeout_s, access_log)
             except (MeasurementFailed, subprocess.TimeoutExpired) as error:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import datasets
+from benchmarks import cli, datasets
 from benchmarks.cli import build_cases, parse_arguments
 from benchmarks.clients import CLIENTS, OURS, WORKLOADS, load
 from benchmarks.endpoint.access_log import AccessLog
@@ -107,6 +107,27 @@ def test_a_client_that_cannot_do_a_workload_is_recorded_not_hidden(
     ]
 
 
+def test_rounds_without_a_content_check(endpoint: LocalEndpoint, tiny_datasets) -> None:  # type: ignore[no-untyped-def]
+    case = case_for("small", endpoint.endpoint_url, tiny_datasets[1], verify=False)
+    labels = []
+    runs = run_interleaved(
+        [case], lambda _case: ["raw-http"], 1, {}, 300, lambda label, _run: labels.append(label), None, False
+    )
+    assert labels == ["small raw-http round 1/1"] and not runs[0].error
+
+
+def test_a_profile_not_in_effect_fails_every_check_attempt(
+    endpoint: LocalEndpoint, tiny_datasets, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(cli, "PROFILE_CHECK_PAUSE_S", 0.0)
+    key = datasets.ensure_probe(tiny_datasets[0])
+    arguments = argparse.Namespace(bucket=datasets.BUCKET, latency_ms=30.0, bandwidth_mbps=90.0)
+    stream = io.StringIO()
+    with pytest.raises(RuntimeError, match="does not deliver profile s3like"):  # the endpoint is `fast`
+        cli.checked_profile(arguments, endpoint.endpoint_url, key, "s3like", Progress(1, stream))
+    assert stream.getvalue().count("trying again") == cli.PROFILE_CHECK_ATTEMPTS - 1
+
+
 def test_check_rejects_wrong_content(tiny_datasets) -> None:  # type: ignore[no-untyped-def]
     case = case_for("small", "http://unused", tiny_datasets[1], verify=True)
     good = {"items": case.expected_items, "digest": case.expected_digest}
@@ -200,6 +221,7 @@ def test_the_default_run_is_the_headline_and_full_is_everything() -> None:
     full = parse_arguments(["--full"])
     assert full.workloads == ",".join(WORKLOADS) and full.large_count > default.large_count
     assert parse_arguments(["--full", "--small-count", "7"]).small_count == 7  # an option beats its preset
+    assert (default.content_check, full.content_check) == ("first", "every")
     with pytest.raises(SystemExit):
         parse_arguments(["--workloads", "large,nonsense"])
 
