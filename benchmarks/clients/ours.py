@@ -69,7 +69,8 @@ def listing(ctx: Context) -> Measurement:
 
 # --- images and random: where ours needs a seekable stream -------------------------------------------------
 # PIL.Image.open, pyarrow and zipfile seek. Seekable streams (seek/tell, ranged GETs for positions not held)
-# are landing separately; until then the two functions below are the only places that work around it.
+# are landing separately. The two functions below are the only places that depend on it: image_source works
+# around forward-only streams today, open_for_random_access hands the stream over as it is.
 
 
 def image_source(stream: IO[bytes]) -> IO[bytes]:
