@@ -74,6 +74,26 @@ def listing_spec(count: int) -> DatasetSpec:
     return DatasetSpec("list", {"count": count})
 
 
+def images_spec(count: int) -> DatasetSpec:
+    """JPEG photographs' stand-ins: 640x480, quality 90, about 118 kB each (see benchmarks.generate)."""
+    return DatasetSpec("images", {"count": count, "width": 640, "height": 480, "quality": 90})
+
+
+def random_spec(parquet_size_mib: int, zip_size_mib: int) -> DatasetSpec:
+    """One many-column Parquet file and one large zip, for reads that seek (see benchmarks.generate)."""
+    return DatasetSpec(
+        "random",
+        {
+            "parquet_bytes": parquet_size_mib * MiB,
+            "parquet_columns": 32,
+            "parquet_row_groups": 4,
+            "zip_bytes": zip_size_mib * MiB,
+            "zip_member_bytes": MiB,
+            "zip_members_picked": 4,
+        },
+    )
+
+
 def crc_sum(values: list[int]) -> int:
     return sum(values) % (1 << 64)
 
@@ -157,7 +177,7 @@ def ensure_dataset(root: Path, spec: DatasetSpec) -> Manifest:
         cached = Manifest(**json.loads(manifest_path.read_text()))
         if cached.parameters == spec.parameters and all((bucket_dir / k).exists() for k in cached.keys[:5]):
             return cached
-    total = spec.parameters.get("shards") or spec.parameters["count"]
+    total = spec.parameters.get("shards") or spec.parameters.get("count") or 2
     with tqdm(total=total, desc=f"generating {spec.name}", unit="obj", leave=False) as bar:
         if spec.name == "text":
             manifest = _write_text(bucket_dir, spec.parameters, bar.update)
@@ -169,6 +189,14 @@ def ensure_dataset(root: Path, spec: DatasetSpec) -> Manifest:
             manifest = _write_objects("huge", "obj", bucket_dir, spec.parameters, bar.update)
         elif spec.name == "list":
             manifest = _write_listing(bucket_dir, spec.parameters, bar.update)
+        elif spec.name == "images":
+            from benchmarks.generate import write_images
+
+            manifest = write_images(bucket_dir, spec.parameters, bar.update)
+        elif spec.name == "random":
+            from benchmarks.generate import write_random_access_files
+
+            manifest = write_random_access_files(bucket_dir, spec.parameters, bar.update)
         else:
             raise ValueError(f"unknown dataset {spec.name}")
     manifest_path.write_text(json.dumps(asdict(manifest)))

@@ -13,7 +13,8 @@ from benchmarks.report import validate
 def _value(value: float | None) -> str:
     if value is None:
         return "-"
-    return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
+    # Three significant digits below 100: seconds of the random workload are fractions.
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def render(document: dict[str, Any]) -> str:
@@ -28,8 +29,12 @@ def render(document: dict[str, Any]) -> str:
         "",
         f"Measured {meta['date']} on {meta['machine']}, Python {meta['python']}; "
         f"{meta['rounds']} interleaved rounds per client after one untimed run that must reproduce "
-        "the dataset's content digest. "
-        "Median (min-max); ratio = client median / torchdata_s3 median.",
+        "the dataset's content digest"
+        + ("" if meta.get("content_checked", True) else " (that run was on the other profile)")
+        + ". "
+        "Median (min-max); ratio = client median / torchdata_s3 median. CPU s/GB: user + system seconds of "
+        "the client's whole process (all threads, finished child processes) over the timed section, per GB "
+        "read; fetched: body bytes the endpoint sent during the measurement's process (its access log).",
         "",
     ]
     check = meta.get("profile_check") or {}
@@ -44,24 +49,29 @@ def render(document: dict[str, Any]) -> str:
         lines += [
             f"**{title}** — {comparison['unit']}",
             "",
-            "| client | median | min-max | vs ours | RSS growth MiB |",
+            "| client | median | min-max | vs ours | RSS growth MiB | CPU s/GB | fetched MiB |",
         ]
-        lines.append("| --- | ---: | ---: | ---: | ---: |")
+        lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         for client, row in comparison["clients"].items():
             if row["median"] is None:
-                error = row["errors"][0][:120] if row["errors"] else "no result"
-                lines.append(f"| {client} | failed | | | {error} |")
+                errors = row["errors"][0].strip().splitlines() if row["errors"] else ["no result"]
+                lines.append(f"| {client} | failed | | | {errors[-1][:120]} | | |")
                 continue
             ratio = f"{row['ratio_to_ours']:.2f}x" if row["ratio_to_ours"] else "-"
             lines.append(
                 f"| {client} | {_value(row['median'])} | {_value(row['min'])}-{_value(row['max'])} | {ratio} "
-                f"| {_value(row['rss_growth_mib_median'])} |"
+                f"| {_value(row['rss_growth_mib_median'])} | {_value(row.get('cpu_s_per_gb_median'))} "
+                f"| {_value(row.get('fetched_mib_median'))} |"
             )
         summary = []
         if comparison["ours_vs_best_peer"]:
-            summary.append(f"ours / best peer **{comparison['ours_vs_best_peer']:.2f}x**")
+            better = "" if comparison.get("higher_is_better", True) else " (best peer's seconds / ours)"
+            summary.append(f"ours / best peer **{comparison['ours_vs_best_peer']:.2f}x**{better}")
         if comparison["ours_vs_ceiling"]:
             summary.append(f"ours / raw-HTTP ceiling **{comparison['ours_vs_ceiling']:.0%}**")
+        if comparison.get("ours_cpu_per_gb_vs_lowest_peer"):
+            ratio = comparison["ours_cpu_per_gb_vs_lowest_peer"]
+            summary.append(f"ours' CPU per GB / lowest peer's **{ratio:.2f}x**")
         lines += ["", "; ".join(summary), ""] if summary else [""]
     return "\n".join(lines)
 

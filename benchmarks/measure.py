@@ -1,7 +1,8 @@
 """One measurement, in a process of its own: ``python -m benchmarks.measure CLIENT WORKLOAD < CONTEXT_JSON``.
 
-Prints one JSON line: the adapter's Measurement plus memory (RSS at the start of the timed work and the
-peak, of this process and of its DataLoader workers).
+Prints one JSON line: the adapter's Measurement (with the CPU seconds of its timed section, see
+``clients.common.process_cpu_seconds``) plus memory (RSS at the start of the timed work and the peak, of this
+process and of its DataLoader workers). The runner adds the bytes the endpoint sent while this process ran.
 """
 
 from __future__ import annotations

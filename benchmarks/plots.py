@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
-from benchmarks.clients import OURS
+from benchmarks.clients import CEILING, OURS, OURS_VARIANTS
 
 
 def plot(document: dict[str, Any], directory: Path) -> list[Path]:
@@ -28,16 +28,26 @@ def plot(document: dict[str, Any], directory: Path) -> list[Path]:
             low = [m - comparison["clients"][c]["min"] for c, m in zip(clients, medians)]
             high = [comparison["clients"][c]["max"] - m for c, m in zip(clients, medians)]
             colors = [
-                "tab:orange" if c == OURS else "tab:gray" if c == "raw-http" else "tab:blue" for c in clients
+                "tab:orange"
+                if c == OURS
+                else "navajowhite"
+                if c in OURS_VARIANTS
+                else "tab:gray"
+                if c == CEILING
+                else "tab:blue"
+                for c in clients
             ]
             axis.barh(clients, medians, xerr=[low, high], color=colors, capsize=3)
             axis.invert_yaxis()
-            axis.set_xlabel(comparison["unit"])
+            lower = "" if comparison.get("higher_is_better", True) else " (lower is better)"
+            axis.set_xlabel(comparison["unit"] + lower)
             axis.set_title(
                 f"{workload} {comparison['variant']} (profile {profile}; median, min-max)".replace("  ", " ")
             )
             for y, value in enumerate(medians):
-                axis.text(value, y, f" {value:,.0f}", va="center", fontsize=8)
+                axis.text(
+                    value, y, f" {value:,.0f}" if value >= 100 else f" {value:,.2f}", va="center", fontsize=8
+                )
         figure.tight_layout()
         path = directory / f"{profile}-{workload}.png"
         figure.savefig(path, dpi=110)

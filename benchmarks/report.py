@@ -9,10 +9,30 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.clients import CEILING, OURS
+from benchmarks.clients import CEILING, OURS, is_peer
 from benchmarks.runner import Case, Run
+from benchmarks.workloads import WORKLOADS
 
-SCHEMA_VERSION = 1
+# 2 added per-row CPU seconds per GB, bytes fetched and requests, and lower-is-better workloads.
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)  # the results pages still render run 1-4 documents
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _cpu_seconds_per_gb(run: Run) -> float | None:
+    if run.cpu_seconds is None or not run.bytes:
+        return None
+    return run.cpu_seconds / (run.bytes / 1e9)
+
+
+def speedup(ours: float | None, other: float | None, higher_is_better: bool) -> float | None:
+    """How many times better ours is than `other` (>1: ours is better), whichever way the unit points."""
+    if not ours or not other:
+        return None
+    return ours / other if higher_is_better else other / ours
 
 
 def summarize(cases: list[Case], runs: list[Run], meta: dict[str, Any]) -> dict[str, Any]:
@@ -23,37 +43,61 @@ def summarize(cases: list[Case], runs: list[Run], meta: dict[str, Any]) -> dict[
         by_client: dict[str, list[Run]] = {}
         for run in mine:
             by_client.setdefault(run.client, []).append(run)
+        workload = WORKLOADS[case.workload]
         rows = {}
         for client, client_runs in by_client.items():
-            good = [r.throughput for r in client_runs if not r.error]
+            good_runs = [r for r in client_runs if not r.error]
+            good = [r.throughput for r in good_runs]
+            cpu_per_gb = [v for v in map(_cpu_seconds_per_gb, good_runs) if v is not None]
             rows[client] = {
                 "median": statistics.median(good) if good else None,
                 "min": min(good) if good else None,
                 "max": max(good) if good else None,
                 "runs": len(client_runs),
                 "failed_runs": sum(1 for r in client_runs if r.error),
-                "errors": sorted({r.error[:300] for r in client_runs if r.error}),
+                # The end of an error says what went wrong (a traceback's last line); its start says where.
+                "errors": sorted({r.error.strip()[-300:] for r in client_runs if r.error}),
                 "rss_growth_mib_median": statistics.median(
                     [r.rss_growth_bytes / 2**20 for r in client_runs if not r.error]
                 )
                 if good
                 else None,
+                # Of the timed section, the whole process (every thread) and its finished children.
+                "cpu_s_per_gb_median": _median(cpu_per_gb) if workload.cpu_per_gb else None,
+                "cpu_seconds_median": _median(
+                    [r.cpu_seconds for r in good_runs if r.cpu_seconds is not None]
+                ),
+                # Counted by the endpoint (its access log) over the measurement's whole process.
+                "fetched_mib_median": _median(
+                    [r.fetched_bytes / 2**20 for r in good_runs if r.fetched_bytes is not None]
+                ),
+                "requests_median": _median([r.requests for r in good_runs if r.requests is not None]),
             }
         ours = rows.get(OURS, {}).get("median")
         for row in rows.values():
             row["ratio_to_ours"] = (row["median"] / ours) if (ours and row["median"]) else None
-        peers = [
-            row["median"] for client, row in rows.items() if client not in (OURS, CEILING) and row["median"]
+        peers = [row["median"] for client, row in rows.items() if is_peer(client) and row["median"]]
+        peers_cpu = [
+            row["cpu_s_per_gb_median"]
+            for client, row in rows.items()
+            if is_peer(client) and row["cpu_s_per_gb_median"]
         ]
+        ours_cpu = rows.get(OURS, {}).get("cpu_s_per_gb_median")
+        best_peer = (max if workload.higher_is_better else min)(peers) if peers else None
         comparisons.append(
             {
                 "workload": case.workload,
                 "variant": case.variant,
                 "unit": case.unit,
+                "higher_is_better": workload.higher_is_better,
                 "clients": rows,
-                "ours_vs_best_peer": (ours / max(peers)) if (ours and peers) else None,
-                "ours_vs_ceiling": (ours / rows[CEILING]["median"])
-                if (ours and rows.get(CEILING, {}).get("median"))
+                "ours_vs_best_peer": speedup(ours, best_peer, workload.higher_is_better),
+                "ours_vs_ceiling": speedup(
+                    ours, rows.get(CEILING, {}).get("median"), workload.higher_is_better
+                ),
+                # Issue 11 wants ours' CPU per GB below every peer's: below 1 here.
+                "ours_cpu_per_gb_vs_lowest_peer": (ours_cpu / min(peers_cpu))
+                if (ours_cpu and peers_cpu)
                 else None,
             }
         )
@@ -92,20 +136,39 @@ def table(document: dict[str, Any]) -> str:
             " over https" if document["meta"].get("https") else ""
         )
         lines.append(f"\n{title} [{comparison['unit']}, profile {profile}]")
-        lines.append(f"  {'client':<20}{'median':>12}{'min':>12}{'max':>12}{'vs ours':>10}{'RSS+ MiB':>10}")
+        lines.append(
+            f"  {'client':<24}{'median':>10}{'min':>10}{'max':>10}{'vs ours':>9}{'RSS+ MiB':>10}"
+            f"{'CPU s/GB':>10}{'fetched MiB':>13}{'requests':>10}"
+        )
         for client, row in comparison["clients"].items():
             ratio = row["ratio_to_ours"]
-            failed = f"  ({row['failed_runs']} failed: {row['errors'][0][:80]})" if row["failed_runs"] else ""
+            failed = (
+                f"  ({row['failed_runs']} failed: {_last_line(row['errors'][0])[:100]})"
+                if row["failed_runs"]
+                else ""
+            )
             ratio_text = f"{ratio:.2f}x" if ratio else "-"
             lines.append(
-                f"  {client:<20}{_number(row['median']):>12}{_number(row['min']):>12}"
-                f"{_number(row['max']):>12}{ratio_text:>10}{_number(row['rss_growth_mib_median']):>10}{failed}"
+                f"  {client:<24}{_number(row['median']):>10}{_number(row['min']):>10}"
+                f"{_number(row['max']):>10}{ratio_text:>9}{_number(row['rss_growth_mib_median']):>10}"
+                f"{_number(row.get('cpu_s_per_gb_median')):>10}{_number(row.get('fetched_mib_median')):>13}"
+                f"{_number(row.get('requests_median')):>10}{failed}"
             )
         if comparison["ours_vs_best_peer"]:
             lines.append(f"  ours / best peer: {comparison['ours_vs_best_peer']:.2f}x")
         if comparison["ours_vs_ceiling"]:
             lines.append(f"  ours / raw HTTP ceiling: {comparison['ours_vs_ceiling']:.0%}")
+        if comparison.get("ours_cpu_per_gb_vs_lowest_peer"):
+            lines.append(
+                f"  ours' CPU per GB / lowest peer's: {comparison['ours_cpu_per_gb_vs_lowest_peer']:.2f}x"
+            )
     return "\n".join(lines)
+
+
+def _last_line(error: str) -> str:
+    """A failed measurement's error ends with the traceback's last line, which says what went wrong."""
+    lines = [line for line in error.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else error
 
 
 def write_json(document: dict[str, Any], path: Path) -> None:
@@ -114,8 +177,9 @@ def write_json(document: dict[str, Any], path: Path) -> None:
 
 def validate(document: dict[str, Any]) -> None:
     """Checks the results document's shape (used by the harness's tests and before plotting)."""
-    if document.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"schema_version {document.get('schema_version')!r} != {SCHEMA_VERSION}")
+    version = document.get("schema_version")
+    if version not in READABLE_SCHEMA_VERSIONS:
+        raise ValueError(f"schema_version {version!r} is not one of {READABLE_SCHEMA_VERSIONS}")
     for key in ("meta", "comparisons", "runs"):
         if key not in document:
             raise ValueError(f"results document lacks {key!r}")
@@ -124,7 +188,7 @@ def validate(document: dict[str, Any]) -> None:
             if key not in comparison:
                 raise ValueError(f"comparison lacks {key!r}")
         for client, row in comparison["clients"].items():
-            for key in (
+            required = [
                 "median",
                 "min",
                 "max",
@@ -132,7 +196,10 @@ def validate(document: dict[str, Any]) -> None:
                 "failed_runs",
                 "ratio_to_ours",
                 "rss_growth_mib_median",
-            ):
+            ]
+            if version >= 2:
+                required += ["cpu_s_per_gb_median", "fetched_mib_median", "requests_median"]
+            for key in required:
                 if key not in row:
                     raise ValueError(f"row {client!r} lacks {key!r}")
             if row["median"] is not None and not row["min"] <= row["median"] <= row["max"]:

@@ -12,6 +12,8 @@ from typing import Callable, Optional
 
 from benchmarks.clients import CEILING
 from benchmarks.clients.common import Context
+from benchmarks.endpoint.access_log import AccessLog
+from benchmarks.workloads import WORKLOADS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -25,16 +27,20 @@ BENCH_ENVIRONMENT = {
 }
 
 
+class MeasurementFailed(RuntimeError):
+    """The measuring process failed (an exception, a crash): the client could not do the workload."""
+
+
 @dataclass
 class Case:
     """One comparison: a workload (and variant) that every client runs on the same data."""
 
-    workload: str  # text | large | small | listing
+    workload: str  # a name in benchmarks.workloads.WORKLOADS
     variant: str  # e.g. "batch=512 workers=2", or "" when there is none
     context: Context
     expected_items: int
     expected_digest: Optional[int]
-    unit: str  # what throughput counts: "samples/s", "MB/s", "objects/s", "keys/s"
+    unit: str  # the workload's unit: "samples/s", "MB/s", "objects/s", "keys/s", "s", ...
 
 
 @dataclass
@@ -50,22 +56,33 @@ class Run:
     rss_growth_bytes: int
     rss_peak_bytes: int
     error: str = ""
+    cpu_seconds: Optional[float] = None  # of the timed section; see common.process_cpu_seconds
+    fetched_bytes: Optional[int] = None  # body bytes the endpoint sent during the measurement's process
+    requests: Optional[int] = None  # requests the endpoint answered in the same window
     extra: dict = field(default_factory=dict)
 
 
 def throughput(case: Case, result: dict) -> float:
-    if case.unit == "pace %":
-        return result["extra"]["pace_percent"]
-    if case.unit == "MB/s":
-        return result["bytes"] / 1e6 / result["seconds"]
-    return result["items"] / result["seconds"]
+    """The case's reported figure (named throughput; for `random` it is seconds)."""
+    return WORKLOADS[case.workload].figure(result)
 
 
-def measure(client: str, case: Case, environment: dict[str, str], timeout_s: float) -> dict:
-    """Runs one measurement in a fresh interpreter and returns its result dict."""
+def measure(
+    client: str,
+    case: Case,
+    environment: dict[str, str],
+    timeout_s: float,
+    access_log: Optional[AccessLog] = None,
+) -> dict:
+    """Runs one measurement in a fresh interpreter and returns its result dict.
+
+    With ``access_log`` (the embedded endpoint's), the result also holds ``fetched_bytes`` and ``requests``:
+    what the endpoint served while the process ran, untimed set-up included.
+    """
     command = [sys.executable, "-m", "benchmarks.measure", client, case.workload]
     env = dict(os.environ, **BENCH_ENVIRONMENT, **environment)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    window_start = access_log.offset() if access_log else 0
     completed = subprocess.run(
         command,
         input=json.dumps(asdict(case.context)),  # on stdin: a listing's keys overflow a command line
@@ -77,9 +94,13 @@ def measure(client: str, case: Case, environment: dict[str, str], timeout_s: flo
     )
     for line in completed.stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT ") :])
+            result = json.loads(line[len("RESULT ") :])
+            if access_log is not None:
+                served = access_log.since(window_start)
+                result["fetched_bytes"], result["requests"] = served.body_bytes, served.requests
+            return result
     tail = (completed.stderr or completed.stdout)[-1500:]
-    raise RuntimeError(
+    raise MeasurementFailed(
         f"{client} {case.workload} {case.variant} failed (exit {completed.returncode}): {tail}"
     )
 
@@ -88,7 +109,8 @@ def check(client: str, case: Case, result: dict, *, content: bool) -> None:
     """A client that read the wrong bytes is not measured: fail loudly instead.
 
     Every run must deliver the expected number of items; the verification run (``content=True``, where the
-    adapter computes a digest) must also deliver exactly the dataset's content.
+    adapter computes a digest) must also deliver exactly the dataset's content. The ceiling (curl into
+    /dev/null) has no digest; where the endpoint counts bytes, it must have been sent every byte it claims.
     """
     if result["items"] != case.expected_items:
         raise RuntimeError(
@@ -96,6 +118,9 @@ def check(client: str, case: Case, result: dict, *, content: bool) -> None:
         )
     if content and client != CEILING and result["digest"] != case.expected_digest:
         raise RuntimeError(f"{client} {case.workload}: content digest differs from the dataset's")
+    fetched = result.get("fetched_bytes")
+    if client == CEILING and fetched is not None and fetched < result["bytes"]:
+        raise RuntimeError(f"{client} {case.workload}: claims {result['bytes']} bytes, was sent {fetched}")
 
 
 def run_interleaved(
@@ -104,22 +129,37 @@ def run_interleaved(
     rounds: int,
     environment: dict[str, str],
     timeout_s: float,
-    on_run: Callable[[Run], None],
+    on_run: Callable[[str, Optional[Run]], None],
+    access_log: Optional[AccessLog] = None,
+    check_content: bool = True,
 ) -> list[Run]:
-    """For each case: one verified run per client, then `rounds` timed rounds of A B C ... A B C ..."""
+    """For each case: one verified run per client, then `rounds` timed rounds of A B C ... C B A ...
+
+    ``check_content=False`` skips the verified runs (for a second profile over the same data and code).
+    ``on_run(label, run)`` follows every measurement (``run`` is None for a verification run)."""
     runs: list[Run] = []
     for case in cases:
         clients = clients_for(case)
-        for client in clients:  # correctness first, untimed
-            verified = Case(
-                **{**asdict(case), "context": Context(**{**asdict(case.context), "verify": True})}
-            )
-            check(client, case, measure(client, verified, environment, timeout_s), content=True)
+        title = f"{case.workload} {case.variant}".strip()
+        verified = Case(**{**asdict(case), "context": Context(**{**asdict(case.context), "verify": True})})
+        for client in list(clients) if check_content else []:  # correctness first, untimed
+            try:
+                result = measure(client, verified, environment, timeout_s, access_log)
+            except (MeasurementFailed, subprocess.TimeoutExpired) as error:
+                # A client that cannot do the workload at all (e.g. a stream that cannot seek) is recorded
+                # as failed and left out of the rounds. Wrong bytes, below, stop the harness instead.
+                failed = Run(client, case.workload, case.variant, 0, 0.0, 0.0, 0, 0, 0, 0, str(error))
+                runs.append(failed)
+                clients.remove(client)
+                on_run(f"{title} {client} (content check)", failed)
+                continue
+            check(client, case, result, content=True)
+            on_run(f"{title} {client} (content check)", None)
         for round_number in range(rounds):
             order = clients if round_number % 2 == 0 else list(reversed(clients))
             for client in order:
                 try:
-                    result = measure(client, case, environment, timeout_s)
+                    result = measure(client, case, environment, timeout_s, access_log)
                     check(client, case, result, content=False)
                     run = Run(
                         client,
@@ -133,6 +173,9 @@ def run_interleaved(
                         max(result["rss_peak_bytes"], result["children_rss_peak_bytes"])
                         - result["rss_start_bytes"],
                         result["rss_peak_bytes"],
+                        cpu_seconds=result.get("cpu_seconds"),
+                        fetched_bytes=result.get("fetched_bytes"),
+                        requests=result.get("requests"),
                         extra=result.get("extra", {}),
                     )
                 except (RuntimeError, subprocess.TimeoutExpired) as error:
@@ -140,5 +183,5 @@ def run_interleaved(
                         client, case.workload, case.variant, round_number, 0.0, 0.0, 0, 0, 0, 0, str(error)
                     )
                 runs.append(run)
-                on_run(run)
+                on_run(f"{title} {client} round {round_number + 1}/{rounds}", run)
     return runs

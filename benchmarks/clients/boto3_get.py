@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 import boto3
 from botocore.config import Config
 
 from .common import Context, Measurement, consume_keys, consume_objects, gil_pace
+from .images import Sample, consume_images, decode
 
 NAME = "boto3"
 CONFIGURATION = (
-    "boto3 client, get_object + StreamingBody.read(1 MiB), max_pool_connections=10; list_objects_v2 paginator"
+    "boto3 client, get_object + StreamingBody.read(1 MiB), max_pool_connections=10; "
+    "list_objects_v2 paginator; images: a map-style Dataset, get_object + Body.read() + decode"
 )
 
 
@@ -47,3 +51,31 @@ def listing(ctx: Context) -> Measurement:
 # One 1 GiB object read the same way (the memory workload), and the large objects beside a Python thread.
 stream = large
 gil = gil_pace(large)
+
+
+class ImageDataset:
+    """The usual boto3 map-style dataset: a key per index, one client per worker process (boto3 clients do
+    not survive fork), the body read whole and decoded. (Not a torch ``Dataset`` subclass: the DataLoader
+    needs only ``__len__`` and ``__getitem__``, and importing torch here would slow every boto3 run's start.)
+    """
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._client = None
+        self._client_pid = -1
+
+    def __len__(self) -> int:
+        return len(self.ctx.keys)
+
+    def __getitem__(self, index: int) -> Sample:
+        if self._client_pid != os.getpid():
+            self._client, self._client_pid = client(self.ctx), os.getpid()
+        body = self._client.get_object(Bucket=self.ctx.bucket, Key=self.ctx.keys[index])["Body"].read()
+        return decode(body, self.ctx.verify)
+
+
+def images(ctx: Context) -> Measurement:
+    from torch.utils.data import DataLoader
+
+    dataset = ImageDataset(ctx)
+    return consume_images(lambda: DataLoader(dataset, batch_size=None, num_workers=ctx.num_workers), ctx)

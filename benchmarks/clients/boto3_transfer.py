@@ -29,7 +29,7 @@ def large(ctx: Context) -> Measurement:
                 digest.add(zlib.crc32(data))
             del data
             objects += 1
-    return Measurement(objects, total, watch.seconds, digest.value())
+    return Measurement(objects, total, watch.seconds, digest.value(), watch.cpu_seconds)
 
 
 # The large objects beside a Python thread (no `stream`: download_fileobj is not a stream reader).

@@ -8,6 +8,7 @@ client construction; ``ctx.verify`` asks for a content digest (computed only in 
 
 from __future__ import annotations
 
+import resource
 import time
 import zlib
 from collections.abc import Iterable, Iterator
@@ -30,6 +31,9 @@ class Context:
     region: str = "us-east-1"
     sizes: list[int] = field(default_factory=list)  # of `keys`, from the dataset's manifest
     options: dict = field(default_factory=dict)  # client-specific settings (ours: S3Config fields)
+    # What a `random` case reads of its one object: {"format": "parquet", "columns": [...]} or
+    # {"format": "zip", "members": [...]}.
+    selection: dict = field(default_factory=dict)
 
     def urls(self) -> list[str]:
         return [f"s3://{self.bucket}/{key}" for key in self.keys]
@@ -46,6 +50,9 @@ class Measurement:
     bytes: int
     seconds: float
     digest: Optional[int] = None  # sum of crc32 over objects / lines / keys, mod 2**64
+    # CPU (user + system) of the whole measuring process, all its threads, plus its child processes that
+    # ended within the timed section (DataLoader workers, curl), over the timed section only.
+    cpu_seconds: Optional[float] = None
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -66,13 +73,27 @@ class Digest:
         return self.total if self.enabled else None
 
 
+def process_cpu_seconds() -> float:
+    """User + system CPU of this process (every thread: getrusage's RUSAGE_SELF is per process) and of its
+    waited-for children (a DataLoader's workers once joined, a curl once it exited). A child still running
+    is not in it: the timed sections here end after their workers are joined. (getrusage, not os.times:
+    times() counts in 10 ms ticks, too coarse for a small object.)"""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 class Stopwatch:
+    """The timed section: wall seconds (``seconds``) and the process's CPU seconds (``cpu_seconds``)."""
+
     def __enter__(self) -> Stopwatch:
+        self.cpu_started = process_cpu_seconds()
         self.started = time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self.started
+        self.cpu_seconds = process_cpu_seconds() - self.cpu_started
 
 
 def read_stream(read: Callable[[int], bytes], digest: Digest) -> int:
@@ -99,7 +120,7 @@ def consume_objects(streams: Iterable[Any], ctx: Context) -> Measurement:
         for _url, stream in streams:
             total += read_stream(stream.read, digest)
             objects += 1
-    return Measurement(objects, total, watch.seconds, digest.value())
+    return Measurement(objects, total, watch.seconds, digest.value(), watch.cpu_seconds)
 
 
 def consume_bytes_objects(blobs: Iterator[bytes], ctx: Context) -> Measurement:
@@ -112,7 +133,7 @@ def consume_bytes_objects(blobs: Iterator[bytes], ctx: Context) -> Measurement:
             objects += 1
             if digest.enabled:
                 digest.add(zlib.crc32(blob))
-    return Measurement(objects, total, watch.seconds, digest.value())
+    return Measurement(objects, total, watch.seconds, digest.value(), watch.cpu_seconds)
 
 
 def consume_text(make_loader: Callable[[], Iterable[Any]], ctx: Context) -> Measurement:
@@ -127,7 +148,7 @@ def consume_text(make_loader: Callable[[], Iterable[Any]], ctx: Context) -> Meas
                 total += len(data)
                 if digest.enabled:
                     digest.add(zlib.crc32(data))
-    return Measurement(lines, total, watch.seconds, digest.value())
+    return Measurement(lines, total, watch.seconds, digest.value(), watch.cpu_seconds)
 
 
 def consume_keys(keys: Iterable[str], ctx: Context) -> Measurement:
@@ -138,7 +159,7 @@ def consume_keys(keys: Iterable[str], ctx: Context) -> Measurement:
             count += 1
             if digest.enabled:
                 digest.add(zlib.crc32(key.encode()))
-    return Measurement(count, 0, watch.seconds, digest.value())
+    return Measurement(count, 0, watch.seconds, digest.value(), watch.cpu_seconds)
 
 
 def strip_bucket(url_or_key: str, bucket: str) -> str:

@@ -7,13 +7,19 @@ import warnings
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import torchdata.datapipes  # noqa: F401  registers open_files_by_fsspec and readlines
+import functools
+
 from torch.utils.data import DataLoader
 from torch.utils.data.datapipes.iter import IterableWrapper
 
 from .common import Context, Measurement, consume_objects, consume_text, gil_pace
+from .images import consume_images, decode
 
 NAME = "fsspec"
-CONFIGURATION = "IterableWrapper(urls).sharding_filter().open_files_by_fsspec(mode='rb'), s3fs defaults"
+CONFIGURATION = (
+    "IterableWrapper(urls).sharding_filter().open_files_by_fsspec(mode='rb'), s3fs defaults; "
+    "images: .map(decode) of each opened file"
+)
 
 
 def _opened(ctx: Context, urls: list[str]):  # type: ignore[no-untyped-def]
@@ -45,3 +51,16 @@ def text(ctx: Context) -> Measurement:
 # One 1 GiB object read the same way (the memory workload), and the large objects beside a Python thread.
 stream = large
 gil = gil_pace(large)
+
+
+def _decode_opened(pair, verify: bool = False):  # type: ignore[no-untyped-def]
+    _url, stream = pair
+    return decode(stream, verify)
+
+
+def images(ctx: Context) -> Measurement:
+    def make_loader() -> DataLoader:
+        pipe = _opened(ctx, ctx.urls()).map(functools.partial(_decode_opened, verify=ctx.verify))
+        return DataLoader(pipe, batch_size=None, num_workers=ctx.num_workers)
+
+    return consume_images(make_loader, ctx)

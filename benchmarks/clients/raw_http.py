@@ -22,16 +22,19 @@ def _fetch(ctx: Context, sizes: list[int]) -> Measurement:
     for url, size in zip(ctx.http_urls(), sizes):
         for start in range(0, max(size, 1), PART):
             end = min(size, start + PART) - 1
-            lines.append(f'url = "{url}"\noutput = "/dev/null"\nrange = "{start}-{max(end, start)}"\n')
+            lines.append(f'url = "{url}"\noutput = "/dev/null"\nrange = "{start}-{max(end, start)}"\nfail\n')
     with tempfile.NamedTemporaryFile("w", suffix=".curl") as config:
-        config.write("".join(lines))
+        # `range` and `fail` are per-transfer options: without `next` between transfers, the last range in
+        # the file applied to every URL (the ceiling fetched far less than it counted, until the endpoint's
+        # access log showed it). --parallel still runs every transfer at once.
+        config.write("next\n".join(lines))
         config.flush()
         with Stopwatch() as watch:
             subprocess.run(
                 [curl, "--silent", "--fail", "--parallel", "--parallel-max", "16", "--config", config.name],
                 check=True,
             )
-    return Measurement(len(sizes), sum(sizes), watch.seconds, None)
+    return Measurement(len(sizes), sum(sizes), watch.seconds, None, watch.cpu_seconds)
 
 
 def large(ctx: Context) -> Measurement:

@@ -13,10 +13,12 @@ from .common import (
     gil_pace,
     strip_bucket,
 )
+from .random_access import read_selection
 
 NAME = "s3fs"
 CONFIGURATION = (
-    "S3FileSystem (fresh instance), open(block_size=8 MiB)+read(1 MiB); cat_file for small; find()"
+    "S3FileSystem (fresh instance), open(block_size=8 MiB)+read(1 MiB); cat_file for small; find(); "
+    "random: open(url, 'rb') with its defaults"
 )
 
 
@@ -58,3 +60,9 @@ def _lazy(call):  # type: ignore[no-untyped-def]
 # One 1 GiB object read the same way (the memory workload), and the large objects beside a Python thread.
 stream = large
 gil = gil_pace(large)
+
+
+def random(ctx: Context) -> Measurement:
+    """``fs.open(url, "rb")`` with s3fs's default block size and read-ahead cache, as users call it."""
+    fs = filesystem(ctx)
+    return read_selection(lambda url: fs.open(url, "rb"), ctx)

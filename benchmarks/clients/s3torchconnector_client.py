@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from s3torchconnector import S3ClientConfig, S3IterableDataset
+import functools
+
+from s3torchconnector import S3ClientConfig, S3IterableDataset, S3MapDataset, S3ReaderConstructor
 from s3torchconnector._s3client import S3Client
+from torch.utils.data import DataLoader
 
 from .common import Context, Measurement, consume_keys, consume_objects, gil_pace
+from .images import consume_images, decode
+from .random_access import read_selection
 
 NAME = "s3torchconnector"
 CONFIGURATION = (
-    "S3IterableDataset.from_objects, S3ClientConfig(force_path_style=True) defaults, sequential reader"
+    "S3IterableDataset.from_objects, S3ClientConfig(force_path_style=True) defaults, sequential reader; "
+    "images: S3MapDataset.from_objects(transform=decode); random: S3ReaderConstructor.range_based()"
 )
 
 
@@ -43,3 +49,28 @@ def listing(ctx: Context) -> Measurement:
 # One 1 GiB object read the same way (the memory workload), and the large objects beside a Python thread.
 stream = large
 gil = gil_pace(large)
+
+
+def images(ctx: Context) -> Measurement:
+    """The map-style dataset with the decode as its transform (handed each object's S3Reader)."""
+    dataset = S3MapDataset.from_objects(
+        ctx.urls(),
+        region=ctx.region,
+        endpoint=ctx.endpoint_url,
+        transform=functools.partial(decode, verify=ctx.verify),
+        s3client_config=_config(),
+    )
+    return consume_images(lambda: DataLoader(dataset, batch_size=None, num_workers=ctx.num_workers), ctx)
+
+
+def random(ctx: Context) -> Measurement:
+    """The range-based reader: a ranged GET per read() (8 MiB buffer by default), made for seeking reads."""
+    client = S3Client(ctx.region, endpoint=ctx.endpoint_url, s3client_config=_config())
+    # Like every adapter's, its client is built before the clock; this one builds its native part lazily.
+    client._client  # noqa: B018
+
+    def open_file(url: str):  # type: ignore[no-untyped-def]
+        bucket, key = url[len("s3://") :].split("/", 1)
+        return client.get_object(bucket, key, reader_constructor=S3ReaderConstructor.range_based())
+
+    return read_selection(open_file, ctx)

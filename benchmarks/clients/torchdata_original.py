@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 
 from .common import Context, Measurement, consume_keys, consume_objects, consume_text, gil_pace, strip_bucket
+from .images import consume_images, decode
 
 
 def _import():  # type: ignore[no-untyped-def]
@@ -56,3 +58,21 @@ def listing(ctx: Context) -> Measurement:
 # One 1 GiB object read the same way (the memory workload), and the large objects beside a Python thread.
 stream = large
 gil = gil_pace(large)
+
+
+def _decode_loaded(pair, verify: bool = False):  # type: ignore[no-untyped-def]
+    _url, stream = pair  # a StreamWrapper around the whole object in memory: PIL can seek it
+    return decode(stream, verify)
+
+
+def images(ctx: Context) -> Measurement:
+    _environment(ctx)
+    iterable_wrapper, _lister, loader = _import()
+    from torch.utils.data import DataLoader
+
+    def make_loader() -> DataLoader:
+        pipe = loader(iterable_wrapper(ctx.urls()).sharding_filter())
+        pipe = pipe.map(functools.partial(_decode_loaded, verify=ctx.verify))
+        return DataLoader(pipe, batch_size=None, num_workers=ctx.num_workers)
+
+    return consume_images(make_loader, ctx)

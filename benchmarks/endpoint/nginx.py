@@ -126,6 +126,13 @@ class LocalEndpoint:
             shutil.rmtree(self._run_dir, ignore_errors=True)
             self._run_dir = None
 
+    @property
+    def access_log(self) -> Path:
+        """nginx's access log (``<status> <body bytes>`` per request); only while started."""
+        if self._run_dir is None:
+            raise RuntimeError("the endpoint is not started")
+        return self._run_dir / "access.log"
+
     def error_log_tail(self, limit: int = 4000) -> str:
         """The last ``limit`` characters of nginx's error log (and the sidecar's stderr)."""
         if self._run_dir is None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from benchmarks.endpoint.access_log import LOG_FORMAT
 from benchmarks.endpoint.s3_errors import NO_SUCH_KEY_DOCUMENT
 
 PROFILES = ("fast", "s3like")
@@ -85,7 +86,9 @@ events {{
 }}
 
 http {{
-    access_log off;
+    # Bytes sent per request, summed by the harness per measurement (benchmarks.endpoint.access_log).
+    log_format served '{LOG_FORMAT}';
+    access_log {_quoted_path(run_dir / "access.log")} served;
     default_type application/octet-stream;
     sendfile on;
     tcp_nopush on;

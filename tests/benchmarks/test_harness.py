@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import argparse
+import io
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from benchmarks import datasets
-from benchmarks.cli import DATASET_OF, UNITS
+from benchmarks import cli, datasets
+from benchmarks.cli import build_cases, parse_arguments
 from benchmarks.clients import CLIENTS, OURS, WORKLOADS, load
-from benchmarks.clients.common import Context
+from benchmarks.endpoint.access_log import AccessLog
 from benchmarks.endpoint.nginx import LocalEndpoint, ensure_nginx_installed
 from benchmarks.plots import plot
+from benchmarks.progress import Progress
 from benchmarks.report import summarize, table, validate
-from benchmarks.runner import Case, Run, check, measure
+from benchmarks.runner import Case, Run, check, measure, run_interleaved
+from benchmarks.workloads import HEADLINE
 
 pytestmark = pytest.mark.integration
 
@@ -28,31 +32,33 @@ def tiny_datasets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]
         "small": datasets.DatasetSpec("small", {"count": 12, "size_bytes": 11_000}),
         "list": datasets.DatasetSpec("list", {"count": 2345}),
         "huge": datasets.huge_spec(1),
+        "images": datasets.DatasetSpec("images", {**datasets.images_spec(6).parameters, "count": 6}),
+        "random": datasets.random_spec(parquet_size_mib=2, zip_size_mib=8),
     }
     return root, {name: datasets.ensure_dataset(root, spec) for name, spec in specs.items()}
 
 
 @pytest.fixture(scope="module")
-def endpoint(tiny_datasets: tuple[Path, dict]) -> Iterator[str]:
+def endpoint(tiny_datasets: tuple[Path, dict]) -> Iterator[LocalEndpoint]:
     ensure_nginx_installed()
     with LocalEndpoint(tiny_datasets[0], "fast") as local:
-        yield local.endpoint_url
+        yield local
+
+
+def cases_for(workload: str, endpoint_url: str, manifests: dict, verify: bool) -> list[Case]:
+    """The harness's own cases for `workload` (one per variant), with small batches and no text workers."""
+    arguments = argparse.Namespace(
+        workloads=workload, bucket=datasets.BUCKET, batch_sizes="64", num_workers="0"
+    )
+    cases = build_cases(arguments, endpoint_url, manifests)
+    for case in cases:
+        case.context.verify = verify
+    return cases
 
 
 def case_for(workload: str, endpoint_url: str, manifests: dict, verify: bool) -> Case:
-    manifest = manifests[DATASET_OF[workload]]
-    context = Context(
-        endpoint_url=endpoint_url,
-        bucket=datasets.BUCKET,
-        prefix=f"{manifest.spec_name}/",
-        keys=manifest.keys,
-        sizes=manifest.sizes,
-        verify=verify,
-        batch_size=64,
-        num_workers=0,
-    )
-    items = manifest.lines if workload == "text" else len(manifest.keys)
-    return Case(workload, "", context, items, manifest.digest, UNITS[workload])
+    [case] = cases_for(workload, endpoint_url, manifests, verify)
+    return case
 
 
 ADAPTER_CASES = [
@@ -61,15 +67,59 @@ ADAPTER_CASES = [
 
 
 @pytest.mark.parametrize(("client", "workload"), ADAPTER_CASES, ids=[f"{c}-{w}" for c, w in ADAPTER_CASES])
-def test_adapter_reads_the_right_bytes(client: str, workload: str, endpoint: str, tiny_datasets) -> None:  # type: ignore[no-untyped-def]
-    case = case_for(workload, endpoint, tiny_datasets[1], verify=True)
-    result = measure(client, case, {}, timeout_s=300)
-    check(client, case, result, content=True)  # raises on a wrong count or digest
-    assert result["seconds"] > 0
-    if client != "raw-http":
-        assert result["digest"] == case.expected_digest
-    if workload == "gil":
-        assert 0 < result["extra"]["pace_percent"] < 1000
+def test_adapter_reads_the_right_bytes(
+    client: str, workload: str, endpoint: LocalEndpoint, tiny_datasets
+) -> None:  # type: ignore[no-untyped-def]
+    log = AccessLog(endpoint.access_log)
+    for case in cases_for(workload, endpoint.endpoint_url, tiny_datasets[1], verify=True):
+        result = measure(client, case, {}, timeout_s=300, access_log=log)
+        check(client, case, result, content=True)  # raises on a wrong count or digest
+        assert result["seconds"] > 0
+        # The whole process's CPU over the timed section; curl's and DataLoader workers' included.
+        assert result["cpu_seconds"] > 0
+        assert result["requests"] > 0 and result["fetched_bytes"] > 0
+        if client != "raw-http":
+            assert result["digest"] == case.expected_digest
+        if workload == "gil":
+            assert 0 < result["extra"]["pace_percent"] < 1000
+        if workload in ("large", "small", "stream"):  # read whole: at least every byte once
+            assert result["fetched_bytes"] >= sum(case.context.sizes)
+
+
+def test_a_client_that_cannot_do_a_workload_is_recorded_not_hidden(
+    endpoint: LocalEndpoint, tiny_datasets
+) -> None:  # type: ignore[no-untyped-def]
+    case = case_for("small", endpoint.endpoint_url, tiny_datasets[1], verify=False)
+    case.context.keys = [*case.context.keys[:2], "small/no-such-object.bin"]
+    seen = []
+    runs = run_interleaved([case], lambda _case: ["boto3", OURS], 2, {}, 300, lambda *args: seen.append(args))
+    assert [(run.client, bool(run.error)) for run in runs] == [("boto3", True), (OURS, True)]
+    assert "NoSuchKey" in runs[0].error or "404" in runs[0].error
+    assert [label for label, _run in seen] == [
+        "small boto3 (content check)",
+        "small torchdata_s3 (content check)",
+    ]
+
+
+def test_rounds_without_a_content_check(endpoint: LocalEndpoint, tiny_datasets) -> None:  # type: ignore[no-untyped-def]
+    case = case_for("small", endpoint.endpoint_url, tiny_datasets[1], verify=False)
+    labels = []
+    runs = run_interleaved(
+        [case], lambda _case: ["raw-http"], 1, {}, 300, lambda label, _run: labels.append(label), None, False
+    )
+    assert labels == ["small raw-http round 1/1"] and not runs[0].error
+
+
+def test_a_profile_not_in_effect_fails_every_check_attempt(
+    endpoint: LocalEndpoint, tiny_datasets, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(cli, "PROFILE_CHECK_PAUSE_S", 0.0)
+    key = datasets.ensure_probe(tiny_datasets[0])
+    arguments = argparse.Namespace(bucket=datasets.BUCKET, latency_ms=30.0, bandwidth_mbps=90.0)
+    stream = io.StringIO()
+    with pytest.raises(RuntimeError, match="does not deliver profile s3like"):  # the endpoint is `fast`
+        cli.checked_profile(arguments, endpoint.endpoint_url, key, "s3like", Progress(1, stream))
+    assert stream.getvalue().count("trying again") == cli.PROFILE_CHECK_ATTEMPTS - 1
 
 
 def test_check_rejects_wrong_content(tiny_datasets) -> None:  # type: ignore[no-untyped-def]
@@ -86,12 +136,32 @@ def test_check_rejects_wrong_content(tiny_datasets) -> None:  # type: ignore[no-
 
 def test_results_document(tmp_path: Path, tiny_datasets) -> None:  # type: ignore[no-untyped-def]
     case = case_for("large", "http://unused", tiny_datasets[1], verify=False)
+    gb = 10**9
     runs = [
-        Run(OURS, "large", "", r, t, 1.0, 2, 10, 5 * 2**20, 9 * 2**20)
-        for r, t in enumerate([300.0, 100.0, 200.0])
-    ] + [Run("boto3", "large", "", r, t, 1.0, 2, 10, 2**20, 2**20) for r, t in enumerate([50.0, 40.0, 60.0])]
-    runs.append(Run("raw-http", "large", "", 0, 400.0, 1.0, 2, 10, 0, 0))
+        Run(
+            OURS,
+            "large",
+            "",
+            r,
+            t,
+            1.0,
+            2,
+            gb,
+            5 * 2**20,
+            9 * 2**20,
+            cpu_seconds=c,
+            fetched_bytes=gb,
+            requests=3,
+        )
+        for r, t, c in [(0, 300.0, 0.5), (1, 100.0, 0.7), (2, 200.0, 0.6)]
+    ] + [
+        Run("boto3", "large", "", r, t, 1.0, 2, gb, 2**20, 2**20, cpu_seconds=0.4)
+        for r, t in enumerate([50.0, 40.0, 60.0])
+    ]
+    runs.append(Run("raw-http", "large", "", 0, 400.0, 1.0, 2, gb, 0, 0))
     runs.append(Run("s3fs", "large", "", 0, 0.0, 0.0, 0, 0, 0, 0, error="boom"))
+    # A variant of ours is reported beside it but is never the best peer.
+    runs.append(Run("torchdata_s3-read_chunk", "large", "", 0, 900.0, 1.0, 2, gb, 0, 0))
     document = summarize([case], runs, {"profile": "fast"})
     validate(document)
     [comparison] = document["comparisons"]
@@ -99,13 +169,69 @@ def test_results_document(tmp_path: Path, tiny_datasets) -> None:  # type: ignor
     assert comparison["clients"]["boto3"]["ratio_to_ours"] == pytest.approx(0.25)
     assert comparison["ours_vs_best_peer"] == pytest.approx(4.0)
     assert comparison["ours_vs_ceiling"] == pytest.approx(0.5)
+    assert comparison["clients"][OURS]["cpu_s_per_gb_median"] == pytest.approx(0.6)
+    assert comparison["clients"][OURS]["fetched_mib_median"] == pytest.approx(gb / 2**20)
+    assert comparison["clients"]["raw-http"]["cpu_s_per_gb_median"] is None  # not measured in that run
+    assert comparison["ours_cpu_per_gb_vs_lowest_peer"] == pytest.approx(0.6 / 0.4)
     assert (
         comparison["clients"]["s3fs"]["failed_runs"] == 1 and comparison["clients"]["s3fs"]["median"] is None
     )
     rendered = table(document)
     assert "ours / best peer: 4.00x" in rendered and "1 failed: boom" in rendered
+    assert "ours' CPU per GB / lowest peer's: 1.50x" in rendered
     [image] = plot(document, tmp_path)
     assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     broken = {**document, "schema_version": 0}
     with pytest.raises(ValueError, match="schema_version"):
         validate(broken)
+
+
+def test_lower_is_better_workloads_compare_the_other_way(tiny_datasets) -> None:  # type: ignore[no-untyped-def]
+    [parquet, _zip] = cases_for("random", "http://unused", tiny_datasets[1], verify=False)
+    runs = [
+        Run(OURS, "random", parquet.variant, 0, 0.5, 0.5, 1, 10, 0, 0),
+        Run("s3fs", "random", parquet.variant, 0, 2.0, 2.0, 1, 10, 0, 0),
+        Run("s3torchconnector", "random", parquet.variant, 0, 1.0, 1.0, 1, 10, 0, 0),
+    ]
+    [comparison] = summarize([parquet], runs, {"profile": "fast"})["comparisons"]
+    assert comparison["unit"] == "s" and comparison["higher_is_better"] is False
+    assert comparison["ours_vs_best_peer"] == pytest.approx(2.0)  # the best peer's 1.0 s over ours' 0.5 s
+
+
+def test_access_log_counts_a_window(tmp_path: Path) -> None:
+    log_path = tmp_path / "access.log"
+    log_path.write_text("200 100\n")
+    log = AccessLog(log_path)
+    start = log.offset()
+    with open(log_path, "a") as appending:
+        appending.write("206 8388608\n404 0\n")
+    served = log.since(start)
+    assert (served.requests, served.body_bytes) == (2, 8388608)
+
+
+def test_the_default_run_is_the_headline_and_full_is_everything() -> None:
+    default = parse_arguments([])
+    assert default.workloads == ",".join(HEADLINE) and default.profile == "both"
+    full = parse_arguments(["--full"])
+    assert full.workloads == ",".join(WORKLOADS) and full.large_count > default.large_count
+    assert parse_arguments(["--full", "--small-count", "7"]).small_count == 7  # an option beats its preset
+    assert (default.content_check, full.content_check) == ("first", "every")
+    with pytest.raises(SystemExit):
+        parse_arguments(["--workloads", "large,nonsense"])
+
+
+def test_progress_says_which_measurement_of_how_many() -> None:
+    stream = io.StringIO()
+    progress = Progress(3, stream)
+    progress.measured("fast", "large torchdata_s3 (content check)", None, "MB/s")
+    progress.measured(
+        "fast", "large torchdata_s3 round 1/2", Run(OURS, "large", "", 0, 1234.5, 1, 1, 1, 0, 0), "MB/s"
+    )
+    failed = Run(
+        OURS, "random", "", 0, 0.0, 0, 0, 0, 0, 0, error="Traceback...\nio.UnsupportedOperation: seek"
+    )
+    progress.measured("s3like", "random torchdata_s3 (content check)", failed, "s")
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("[1/3 0:00] fast large torchdata_s3 (content check): content ok")
+    assert lines[1].endswith("round 1/2: 1,234 MB/s")
+    assert lines[2].endswith("FAILED: io.UnsupportedOperation: seek")

@@ -1,0 +1,82 @@
+"""The workloads: one registry of what each measures, in what unit, on which dataset, and how its figure is
+computed from a measurement. Everything else (the command line, the runner, the report) looks them up here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    unit: str
+    dataset: str  # the name of the dataset it reads (see benchmarks.datasets)
+    figure: Callable[[dict[str, Any]], float]  # the reported number, from a measurement's result dict
+    description: str
+    higher_is_better: bool = True
+    # CPU seconds per GB is meaningful where the bytes are the work; not for listing (no bytes), `gil`
+    # (its counting thread burns a core on purpose) or `random` (a few MB delivered).
+    cpu_per_gb: bool = True
+
+
+def _megabytes_per_second(result: dict[str, Any]) -> float:
+    return result["bytes"] / 1e6 / result["seconds"]
+
+
+def _items_per_second(result: dict[str, Any]) -> float:
+    return result["items"] / result["seconds"]
+
+
+def _pace_percent(result: dict[str, Any]) -> float:
+    return result["extra"]["pace_percent"]
+
+
+def _seconds(result: dict[str, Any]) -> float:
+    return result["seconds"]
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(
+            "text",
+            "samples/s",
+            "text",
+            _items_per_second,
+            "the announcement's text shards through DataLoader + readlines, per batch size and worker count",
+        ),
+        Workload("large", "MB/s", "large", _megabytes_per_second, "read every large object to its end"),
+        Workload("small", "objects/s", "small", _items_per_second, "read every small object to its end"),
+        Workload("listing", "keys/s", "list", _items_per_second, "list every key", cpu_per_gb=False),
+        Workload("stream", "MB/s", "huge", _megabytes_per_second, "one huge object in 1 MiB read() calls"),
+        Workload(
+            "gil",
+            "pace %",
+            "large",
+            _pace_percent,
+            "a pure-Python thread's pace while the large objects are read",
+            cpu_per_gb=False,
+        ),
+        Workload(
+            "images",
+            "images/s",
+            "images",
+            _items_per_second,
+            "JPEG objects decoded with PIL in a DataLoader with workers, each client in its idiomatic form",
+        ),
+        Workload(
+            "random",
+            "s",
+            "random",
+            _seconds,
+            "one column of a many-column Parquet file, or a few members of a large zip, via a file object",
+            higher_is_better=False,
+            cpu_per_gb=False,  # the few MB delivered make it meaningless; the CPU seconds are in the JSON
+        ),
+    )
+}
+
+HEADLINE = ("large", "small")
+"""What a run with no options measures (on both profiles): the issue's targets for object reads."""
