@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from . import _core
 from .cache_store import CacheEntry, EntryWriter, is_disk_problem
-from .reader import ObjectReader
+from .reader import ObjectReader, seek_target
 from .url import S3Url
 
 if TYPE_CHECKING:
@@ -124,16 +124,8 @@ class CachedObjectReader(io.RawIOBase):
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         self._check_open()
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}.get(whence)
-        if base is None:
-            raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
-        target = base + offset
-        if target < 0:
-            if whence == io.SEEK_SET:
-                raise ValueError(f"negative seek value {target}")
-            target = 0
-        self._pos = target
-        return target
+        self._pos = seek_target(offset, whence, self._pos, lambda: self._size)
+        return self._pos
 
     def readinto(self, buffer: Any) -> int:
         self._check_open()

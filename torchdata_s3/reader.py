@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from . import _core
 from .errors import S3Error
@@ -51,6 +51,25 @@ BUFFER_BYTES = 1 * MiB
 _MIN_BUFFER_BYTES = 8 * 1024
 # http_status of a range that starts past the end of the object.
 _RANGE_NOT_SATISFIABLE = 416
+
+
+def seek_target(offset: int, whence: int, position: int, end: Callable[[], int]) -> int:
+    """The position ``seek(offset, whence)`` moves to, as in io.BytesIO (what the original loader yielded):
+    a negative absolute position is refused, a negative relative one clamps to 0. ``end()`` gives the
+    object's size, asked for only when seeking from the end."""
+    if whence == io.SEEK_SET:
+        target = offset
+    elif whence == io.SEEK_CUR:
+        target = position + offset
+    elif whence == io.SEEK_END:
+        target = end() + offset
+    else:
+        raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
+    if target < 0:
+        if whence == io.SEEK_SET:
+            raise ValueError(f"negative seek value {target}")
+        target = 0
+    return target
 
 
 class _Source:
@@ -158,21 +177,8 @@ class ObjectReader(io.RawIOBase):
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         self._check_open()
-        if whence == io.SEEK_SET:
-            target = offset
-        elif whence == io.SEEK_CUR:
-            target = self._pos + offset
-        elif whence == io.SEEK_END:
-            target = self._known_size(tail_hint=-offset) + offset
-        else:
-            raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
-        if target < 0:
-            # As io.BytesIO, which the original loader yielded: refused from the start, clamped otherwise.
-            if whence == io.SEEK_SET:
-                raise ValueError(f"negative seek value {target}")
-            target = 0
-        self._pos = target
-        return target
+        self._pos = seek_target(offset, whence, self._pos, lambda: self._known_size(tail_hint=-offset))
+        return self._pos
 
     def readinto(self, buffer: Any) -> int:
         self._check_open()
