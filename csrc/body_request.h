@@ -1,23 +1,35 @@
-// A request whose whole (small) response body we want in memory: used for ListObjectsV2 pages.
+// A request whose whole (small) answer we want in memory: ListObjectsV2 pages, HeadObject, DeleteObject.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "s3_client.h"
 
 namespace torchdata_s3 {
 
 struct BodyRequest {
-    std::string operation;  // e.g. "ListObjectsV2"
+    std::string method = "GET";  // GET, HEAD or DELETE
+    std::string operation;       // e.g. "ListObjectsV2": names the request in errors and to the CRT
     std::string bucket;
     std::string key;             // for error messages; may be a prefix
     std::string encoded_suffix;  // path/query after the bucket, already URI-encoded
     uint32_t timeout_ms = 0;     // 0: wait as long as it takes
 };
 
-// Sends a GET and returns the response body. Blocks the calling thread (the caller releases the GIL);
-// throws RequestFailure on any failure, including a timeout.
-std::string perform_body_request(S3Client& client, const BodyRequest& request);
+struct BodyResponse {
+    int status = 0;
+    std::vector<std::pair<std::string, std::string>> headers;  // as received
+    std::string body;
+
+    // The value of header `name` (case-insensitive), or "" when absent.
+    std::string header(const std::string& name) const;
+};
+
+// Sends the request and returns the answer. Blocks the calling thread (the caller releases the GIL); throws
+// RequestFailure on any failure, including an error status and a timeout.
+BodyResponse perform_body_request(S3Client& client, const BodyRequest& request);
 
 }  // namespace torchdata_s3

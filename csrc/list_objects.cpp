@@ -104,7 +104,7 @@ ListObjectsPage list_objects_v2(S3Client& client, const ListObjectsRequest& requ
     body_request.key = request.prefix;
     body_request.encoded_suffix = "/" + query;
     body_request.timeout_ms = request.timeout_ms;
-    return parse_list_objects_v2(perform_body_request(client, body_request));
+    return parse_list_objects_v2(perform_body_request(client, body_request).body);
 }
 
 }  // namespace torchdata_s3

@@ -39,9 +39,7 @@ bool parse_content_range(const std::string& value, uint64_t* first, uint64_t* to
 
 }  // namespace
 
-struct ObjectStream::Shared {
-    std::mutex mutex;
-    std::condition_variable changed;
+struct ObjectStream::Shared : RequestState {
     std::deque<Chunk> queue;
     bool headers_received = false;
     // The shortest wait of any of this GET's requests from its first byte sent to the first response byte
@@ -55,40 +53,17 @@ struct ObjectStream::Shared {
     uint64_t next_body_offset = 0;  // object offset the next body callback must start at
     uint64_t received_bytes = 0;
     std::string etag;
-    bool finished = false;
-    bool failed = false;
-    RequestFailure failure;
-    std::string bucket;
-    std::string key;
     // For pinning pool buffers. Never the last reference: the stream holds the client while callbacks can
     // add chunks, and its destructor empties the queue (see ~ObjectStream).
     std::weak_ptr<S3Client> client;
 
-    RequestFailure make_failure(RequestFailure::Kind kind, std::string detail) const {
-        RequestFailure f;
-        f.kind = kind;
-        f.operation = "GetObject";
-        f.bucket = bucket;
-        f.key = key;
-        f.detail = std::move(detail);
-        return f;
-    }
-
-    // Records the first failure only: later ones are consequences of it.
-    void fail_locked(RequestFailure f) {
-        if (failed) return;
-        failed = true;
-        failure = std::move(f);
-        queue.clear();
-        changed.notify_all();
-    }
+protected:
+    void on_failed_locked() override { queue.clear(); }  // a failed stream hands out no further byte
 };
 
 namespace {
 
-ObjectStream::Shared* shared_of(void* user_data) {
-    return static_cast<std::shared_ptr<ObjectStream::Shared>*>(user_data)->get();
-}
+ObjectStream::Shared* shared_of(void* user_data) { return RequestState::of<ObjectStream::Shared>(user_data); }
 
 // The callbacks run on CRT threads inside C code: each catches everything (allocation failures) and turns
 // it into a CRT error, which fails the request instead of unwinding through frames that cannot unwind.
@@ -152,10 +127,9 @@ int on_body_unguarded(const aws_byte_cursor* body, const aws_s3_meta_request_rec
 
 void on_finish_unguarded(const aws_s3_meta_request_result* result, ObjectStream::Shared* shared) {
     std::lock_guard<std::mutex> lock(shared->mutex);
-    shared->finished = true;
-    if (result->error_code != AWS_ERROR_SUCCESS) {
-        shared->fail_locked(RequestFailure::from_result(*result, "GetObject", shared->bucket, shared->key));
-    } else if (shared->headers_received && shared->received_bytes != shared->expected_bytes) {
+    shared->finish_locked(*result);
+    if (shared->failed) return;
+    if (shared->headers_received && shared->received_bytes != shared->expected_bytes) {
         shared->fail_locked(shared->make_failure(RequestFailure::Kind::short_body,
                                                  "the body ended after " + std::to_string(shared->received_bytes) +
                                                      " of " + std::to_string(shared->expected_bytes) + " bytes"));
@@ -225,15 +199,11 @@ void on_telemetry(aws_s3_meta_request*, aws_s3_request_metrics* metrics, void* u
     }
 }
 
-void on_shutdown(void* user_data) { delete static_cast<std::shared_ptr<ObjectStream::Shared>*>(user_data); }
-
 }  // namespace
 
 ObjectStream::ObjectStream(std::shared_ptr<S3Client> client, GetObjectRequest request)
-    : client_(std::move(client)),
-      request_(std::move(request)),
-      creator_pid_(getpid()),
-      shared_(std::make_shared<Shared>()) {
+    : client_(std::move(client)), request_(std::move(request)), shared_(std::make_shared<Shared>()) {
+    shared_->operation = "GetObject";
     shared_->bucket = request_.bucket;
     shared_->key = request_.key;
     shared_->client = client_;
@@ -248,7 +218,7 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
 
     aws_uri endpoint;
     s3.endpoint_for(req.bucket, &endpoint);
-    aws_http_message* message = s3.new_get_message(req.bucket, "/" + S3Client::encode_path(req.key));
+    aws_http_message* message = s3.new_message("GET", req.bucket, "/" + S3Client::encode_path(req.key));
     const auto add_header = [message](const char* name, const std::string& value) {
         aws_http_header header = {};
         header.name = aws_byte_cursor_from_c_str(name);
@@ -273,21 +243,15 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     options.body_callback_ex = on_body;
     options.finish_callback = on_finish;
     options.telemetry_callback = on_telemetry;
-    options.shutdown_callback = on_shutdown;
-    auto* holder = new std::shared_ptr<Shared>(stream->shared_);
-    options.user_data = holder;
-
-    stream->meta_request_ = aws_s3_client_make_meta_request(s3.native(), &options);
+    try {
+        stream->meta_.start(s3, options, stream->shared_);
+    } catch (...) {
+        aws_http_message_release(message);
+        aws_uri_clean_up(&endpoint);
+        throw;
+    }
     aws_http_message_release(message);
     aws_uri_clean_up(&endpoint);
-    if (!stream->meta_request_) {
-        delete holder;
-        RequestFailure failure = stream->shared_->make_failure(RequestFailure::Kind::crt, "");
-        failure.crt_error_code = aws_last_error();
-        failure.crt_error_name = aws_error_name(failure.crt_error_code);
-        failure.crt_error_message = aws_error_str(failure.crt_error_code);
-        throw failure;
-    }
     // The client opens every stream with a window of one part; widen this one to its own budget.
     stream->window_bytes_ = s3.options().part_size_bytes;
     stream->widen_window(req.window_bytes != 0 ? req.window_bytes : s3.options().read_window_bytes);
@@ -296,13 +260,12 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
 
 void ObjectStream::widen_window(uint64_t window_bytes) {
     if (window_bytes <= window_bytes_) return;
-    aws_s3_meta_request_increment_read_window(meta_request_, window_bytes - window_bytes_);
+    aws_s3_meta_request_increment_read_window(meta_.native(), window_bytes - window_bytes_);
     window_bytes_ = window_bytes;
 }
 
 ObjectStream::~ObjectStream() {
-    if (meta_request_ == nullptr) return;
-    if (!CrtRuntime::owned_by_this_process(creator_pid_)) return;  // inherited across fork(): leak
+    if (meta_.native() == nullptr || !meta_.usable_here()) return;  // inherited across fork(): leak
     bool finished;
     {
         std::lock_guard<std::mutex> lock(shared_->mutex);
@@ -312,8 +275,7 @@ ObjectStream::~ObjectStream() {
         // whose destruction must not run on a CRT thread. (This stream still holds the client meanwhile.)
         shared_->fail_locked(shared_->make_failure(RequestFailure::Kind::crt, "the stream was destroyed"));
     }
-    if (!finished) aws_s3_meta_request_cancel(meta_request_);
-    aws_s3_meta_request_release(meta_request_);
+    if (!finished) meta_.cancel();
 }
 
 void ObjectStream::cancel() {
@@ -329,7 +291,7 @@ void ObjectStream::cancel() {
     current_offset_ = 0;
     held_.clear();
     held_bytes_ = 0;
-    aws_s3_meta_request_cancel(meta_request_);
+    meta_.cancel();
 }
 
 bool ObjectStream::advance() {
@@ -411,29 +373,7 @@ void ObjectStream::consume(size_t n) {
 
 void ObjectStream::return_read_window(size_t bytes) {
     // Handing bytes back a whole chunk at a time keeps the CRT's locking off the per-line path.
-    aws_s3_meta_request_increment_read_window(meta_request_, bytes);
-}
-
-template <class Ready>
-bool ObjectStream::wait_patiently(std::unique_lock<std::mutex>& lock, Ready ready) {
-    if (request_.timeout_ms == 0) {
-        shared_->changed.wait(lock, ready);
-        return true;
-    }
-    return shared_->changed.wait_for(lock, std::chrono::milliseconds(request_.timeout_ms), ready);
-}
-
-template <class Ready>
-void ObjectStream::wait_locked(std::unique_lock<std::mutex>& lock, Ready ready, const char* waiting_for) {
-    if (!wait_patiently(lock, ready)) {
-        shared_->fail_locked(shared_->make_failure(
-            RequestFailure::Kind::timed_out, std::string("no ") + waiting_for + " within " +
-                                                 std::to_string(request_.timeout_ms) + " ms (request_timeout_ms)"));
-        lock.unlock();
-        aws_s3_meta_request_cancel(meta_request_);
-        lock.lock();
-    }
-    if (shared_->failed) throw shared_->failure;
+    aws_s3_meta_request_increment_read_window(meta_.native(), bytes);
 }
 
 bool ObjectStream::wait_for_data() {
@@ -441,13 +381,16 @@ bool ObjectStream::wait_for_data() {
     size_t size;
     if (try_peek(&data, &size)) return true;
     std::unique_lock<std::mutex> lock(shared_->mutex);
-    wait_locked(lock, [this] { return shared_->failed || !shared_->queue.empty() || shared_->finished; }, "data");
+    meta_.wait_or_fail(
+        lock, [this] { return shared_->failed || !shared_->queue.empty() || shared_->finished; }, request_.timeout_ms,
+        "data");
     return !shared_->queue.empty();  // false: finished, nothing left
 }
 
 uint64_t ObjectStream::wait_for_size() {
     std::unique_lock<std::mutex> lock(shared_->mutex);
-    wait_locked(lock, [this] { return shared_->failed || shared_->headers_received; }, "response");
+    meta_.wait_or_fail(
+        lock, [this] { return shared_->failed || shared_->headers_received; }, request_.timeout_ms, "response");
     return shared_->expected_bytes;
 }
 
@@ -467,7 +410,7 @@ bool ObjectStream::wait_for_first_byte_latency(double* seconds) {
         };
         // Waiting here is a measurement, not a read: running out of patience leaves the stream as it is (its
         // reader applies the timeout to its own wait), and a failure is the reader's to see.
-        wait_patiently(lock, settled);
+        meta_.wait_patiently(lock, settled, request_.timeout_ms);
     }
     return first_byte_latency(seconds);
 }
@@ -505,7 +448,8 @@ ObjectStream::Chunk ObjectStream::take_chunk() {
 
 void ObjectStream::wait_for_placement(uint64_t* first_offset, uint64_t* object_size) {
     std::unique_lock<std::mutex> lock(shared_->mutex);
-    wait_locked(lock, [this] { return shared_->failed || shared_->headers_received; }, "response");
+    meta_.wait_or_fail(
+        lock, [this] { return shared_->failed || shared_->headers_received; }, request_.timeout_ms, "response");
     *first_offset = shared_->first_offset;
     *object_size = shared_->object_size;
 }

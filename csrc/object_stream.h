@@ -14,6 +14,7 @@
 #include <string>
 
 #include "body_chunk.h"
+#include "meta_request.h"
 #include "request_failure.h"
 #include "s3_client.h"
 
@@ -83,7 +84,7 @@ public:
     // retained chunks into `dst`; returns how many (0 when `offset` is not held). Never waits.
     size_t read_held(uint64_t offset, uint8_t* dst, size_t size) const;
     // False in a fork() child: the CRT threads serving this stream exist only in the parent.
-    bool usable_here() const { return CrtRuntime::owned_by_this_process(creator_pid_); }
+    bool usable_here() const { return meta_.usable_here(); }
 
     // Lets the download run up to `window_bytes` ahead of the reader (never shrinks the window).
     void widen_window(uint64_t window_bytes);
@@ -104,12 +105,6 @@ public:
 private:
     ObjectStream(std::shared_ptr<S3Client> client, GetObjectRequest request);
     bool advance();  // moves the next queued chunk into `current_`; false if none is queued
-    // Waits until `ready` holds or the request's timeout passes; false on timeout. Changes nothing.
-    template <class Ready>
-    bool wait_patiently(std::unique_lock<std::mutex>& lock, Ready ready);
-    // Waits (with the request's timeout) until `ready` holds; on timeout fails the stream and cancels it.
-    template <class Ready>
-    void wait_locked(std::unique_lock<std::mutex>& lock, Ready ready, const char* waiting_for);
     void return_read_window(size_t bytes);
     // The chunk being read is done with: back to the read window, and into the retained chunks if enabled.
     void release_current();
@@ -118,9 +113,8 @@ private:
 
     std::shared_ptr<S3Client> client_;
     GetObjectRequest request_;
-    pid_t creator_pid_;
     std::shared_ptr<Shared> shared_;
-    aws_s3_meta_request* meta_request_ = nullptr;
+    MetaRequest meta_;
     uint64_t window_bytes_ = 0;  // the read window granted so far
 
     // reader side only (no lock):

@@ -131,6 +131,7 @@ void S3Client::create_client() {
     config.client_bootstrap = runtime_->bootstrap();
     config.signing_config = &signing_config;
     config.part_size = options_.part_size_bytes;
+    config.multipart_upload_threshold = options_.multipart_threshold_bytes;
     config.throughput_target_gbps = options_.throughput_target_gbps;
     config.max_active_connections_override = options_.max_connections;
     config.memory_limit_in_bytes = options_.memory_limit_bytes;
@@ -143,7 +144,7 @@ void S3Client::create_client() {
     aws_http_connection_monitoring_options monitoring = {};
     monitoring.minimum_throughput_bytes_per_second = 1;
     monitoring.allowable_throughput_failure_interval_seconds = options_.stall_timeout_s;
-    config.monitoring_options = &monitoring;
+    if (options_.stall_timeout_s != 0) config.monitoring_options = &monitoring;
 
     aws_tls_connection_options tls_connection = {};
     const bool use_tls = options_.endpoint_scheme == "https";
@@ -258,7 +259,8 @@ void S3Client::endpoint_for(const std::string& bucket, aws_uri* out) const {
     }
 }
 
-aws_http_message* S3Client::new_get_message(const std::string& bucket, const std::string& encoded_suffix) const {
+aws_http_message* S3Client::new_message(const std::string& method, const std::string& bucket,
+                                        const std::string& encoded_suffix) const {
     std::string path;
     if (options_.path_style) path = "/" + encode_path(bucket);
     path += encoded_suffix;
@@ -266,7 +268,7 @@ aws_http_message* S3Client::new_get_message(const std::string& bucket, const std
 
     aws_http_message* message = aws_http_message_new_request(runtime_->allocator());
     if (!message) throw_crt_error("creating an HTTP request");
-    if (aws_http_message_set_request_method(message, aws_http_method_get) != AWS_OP_SUCCESS ||
+    if (aws_http_message_set_request_method(message, cursor_of(method)) != AWS_OP_SUCCESS ||
         aws_http_message_set_request_path(message, cursor_of(path)) != AWS_OP_SUCCESS) {
         aws_http_message_release(message);
         throw_crt_error("preparing the HTTP request");

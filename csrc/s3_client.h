@@ -22,12 +22,14 @@ namespace torchdata_s3 {
 
 enum class CredentialsSource { default_chain, profile, static_keys, anonymous };
 
+// Everything a client is made from. Python's S3Config is the one place where defaults are decided: the values
+// here are what it resolved, and a zero means "the CRT's own default" only where a comment says so.
 struct ClientOptions {
-    std::string region = "us-east-1";
-    std::string endpoint_scheme = "https";  // "http" or "https"
-    std::string endpoint_host;              // e.g. "s3.us-east-1.amazonaws.com" or "127.0.0.1"
-    uint16_t endpoint_port = 0;             // 0: the scheme's default port
-    bool path_style = false;                // true: /bucket/key on endpoint_host; false: bucket.endpoint_host/key
+    std::string region;
+    std::string endpoint_scheme;  // "http" or "https"
+    std::string endpoint_host;    // e.g. "s3.us-east-1.amazonaws.com" or "127.0.0.1"
+    uint16_t endpoint_port = 0;   // 0: the scheme's default port
+    bool path_style = false;      // true: /bucket/key on endpoint_host; false: bucket.endpoint_host/key
 
     CredentialsSource credentials = CredentialsSource::default_chain;
     std::string profile_name;  // for CredentialsSource::profile
@@ -35,15 +37,16 @@ struct ClientOptions {
     std::string secret_access_key;
     std::string session_token;
 
-    uint64_t part_size_bytes = 8 * 1024 * 1024;
-    double throughput_target_gbps = 10.0;
-    uint32_t max_connections = 0;     // 0: the CRT's choice for the throughput target
-    uint64_t memory_limit_bytes = 0;  // 0: the CRT's choice for the throughput target
-    uint64_t read_window_bytes = 64 * 1024 * 1024;
+    uint64_t part_size_bytes = 0;            // 0: the CRT's default (8 MiB)
+    uint64_t multipart_threshold_bytes = 0;  // uploads above this many bytes are multipart; 0: the part size
+    double throughput_target_gbps = 0;       // 0: the CRT's default (10 Gbps)
+    uint32_t max_connections = 0;            // 0: the CRT's choice for the throughput target
+    uint64_t memory_limit_bytes = 0;         // 0: the CRT's choice for the throughput target
+    uint64_t read_window_bytes = 0;          // what each stream may buffer ahead of its reader (required)
 
-    uint32_t connect_timeout_ms = 3000;
-    uint32_t stall_timeout_s = 10;  // a connection moving no byte for this long is dropped and retried
-    uint32_t max_retries = 5;
+    uint32_t connect_timeout_ms = 0;  // 0: the CRT's default (3000 ms)
+    uint32_t stall_timeout_s = 0;     // a connection moving no byte for this long is dropped; 0: never
+    uint32_t max_retries = 0;         // 0: no retries (a single attempt)
 
     // A proxy to connect through (CONNECT for https, forwarding for http); empty host: none.
     std::string proxy_host;
@@ -71,9 +74,11 @@ public:
     size_t event_loop_threads() const { return runtime_->event_loop_threads(); }
     bool usable_here() const { return CrtRuntime::owned_by_this_process(creator_pid_); }
 
-    // A GET message for `bucket` with the given (already encoded) path-and-query relative to the bucket,
-    // e.g. "/my%20key" or "?list-type=2". Host and path follow the addressing style. Caller releases it.
-    aws_http_message* new_get_message(const std::string& bucket, const std::string& encoded_suffix) const;
+    // A request message (`method`: "GET", "PUT", ...) for `bucket` with the given (already encoded)
+    // path-and-query relative to the bucket, e.g. "/my%20key" or "?list-type=2". Host and path follow the
+    // addressing style. Caller releases it.
+    aws_http_message* new_message(const std::string& method, const std::string& bucket,
+                                  const std::string& encoded_suffix) const;
 
     // The connection endpoint for `bucket` (scheme, host, port). Caller cleans it up with aws_uri_clean_up.
     void endpoint_for(const std::string& bucket, aws_uri* out) const;
