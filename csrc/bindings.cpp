@@ -10,11 +10,14 @@
 #include <optional>
 #include <string>
 
+#include "body_request.h"
 #include "crt_runtime.h"
 #include "gil_release.h"
 #include "list_objects.h"
 #include "object_stream.h"
+#include "object_upload.h"
 #include "py_object_stream.h"
+#include "py_object_upload.h"
 #include "request_failure.h"
 #include "s3_client.h"
 
@@ -94,6 +97,14 @@ CredentialsSource credentials_source_from(const std::string& name) {
     throw py::value_error("unknown credentials source '" + name + "' (default, profile, static, anonymous)");
 }
 
+std::string copy_of_buffer(const py::object& data) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) throw py::error_already_set();
+    std::string copy(static_cast<const char*>(view.buf), static_cast<size_t>(view.len));
+    PyBuffer_Release(&view);
+    return copy;
+}
+
 py::tuple page_to_python(const ListObjectsPage& page) {
     py::list objects(page.objects.size());
     for (size_t i = 0; i < page.objects.size(); ++i) {
@@ -135,6 +146,7 @@ PYBIND11_MODULE(_core, m) {
     m.def("encode_path", &S3Client::encode_path, py::arg("key"), "URI-encodes an object key as a path, CRT rules.");
 
     bind_object_stream(m);
+    bind_object_upload(m);
 
     py::class_<S3Client, std::shared_ptr<S3Client>>(m, "S3Client", "One CRT S3 client (connection pool, threads).")
         .def_property_readonly("pinned_pool_bytes", &S3Client::pinned_pool_bytes,
@@ -151,7 +163,8 @@ PYBIND11_MODULE(_core, m) {
                          uint32_t max_connections, uint64_t memory_limit_bytes, uint64_t read_window_bytes,
                          uint32_t connect_timeout_ms, uint32_t stall_timeout_s, uint32_t max_retries, bool verify_tls,
                          const std::string& ca_file, uint16_t event_loop_threads, const std::string& proxy_host,
-                         uint16_t proxy_port, const std::string& proxy_username, const std::string& proxy_password) {
+                         uint16_t proxy_port, const std::string& proxy_username, const std::string& proxy_password,
+                         uint64_t multipart_threshold_bytes) {
                  ClientOptions o;
                  o.region = region;
                  o.endpoint_scheme = endpoint_scheme;
@@ -178,6 +191,7 @@ PYBIND11_MODULE(_core, m) {
                  o.proxy_port = proxy_port;
                  o.proxy_username = proxy_username;
                  o.proxy_password = proxy_password;
+                 o.multipart_threshold_bytes = multipart_threshold_bytes;
                  return make_client(std::move(o));
              }),
              py::kw_only(), py::arg("region"), py::arg("endpoint_scheme"), py::arg("endpoint_host"),
@@ -187,7 +201,7 @@ PYBIND11_MODULE(_core, m) {
              py::arg("memory_limit_bytes"), py::arg("read_window_bytes"), py::arg("connect_timeout_ms"),
              py::arg("stall_timeout_s"), py::arg("max_retries"), py::arg("verify_tls"), py::arg("ca_file"),
              py::arg("event_loop_threads") = 0, py::arg("proxy_host") = "", py::arg("proxy_port") = 0,
-             py::arg("proxy_username") = "", py::arg("proxy_password") = "")
+             py::arg("proxy_username") = "", py::arg("proxy_password") = "", py::arg("multipart_threshold_bytes") = 0)
         .def(
             "list_objects_v2",
             [](S3Client& client, const std::string& bucket, const std::string& prefix, const std::string& delimiter,
@@ -238,5 +252,66 @@ PYBIND11_MODULE(_core, m) {
             py::arg("suffix_bytes") = 0, py::arg("if_match") = "", py::arg("window_bytes") = 0,
             py::arg("timeout_ms") = 0, py::arg("part_size_bytes") = 0,
             "Starts a GetObject (whole, byte_range=(first, last) inclusive, or the last suffix_bytes; if_match: only "
-            "this ETag) and returns its stream at once.");
+            "this ETag) and returns its stream at once.")
+        .def(
+            "put_object",
+            [](std::shared_ptr<S3Client> client, const std::string& bucket, const std::string& key,
+               const py::object& body, bool if_none_match, const std::string& checksum_algorithm,
+               uint64_t in_flight_limit_bytes, uint32_t abort_timeout_ms) {
+                PutObjectRequest request;
+                request.bucket = bucket;
+                request.key = key;
+                request.if_none_match = if_none_match;
+                request.checksum_algorithm = checksum_algorithm;
+                request.in_flight_limit_bytes = in_flight_limit_bytes;
+                request.abort_timeout_ms = abort_timeout_ms;
+                if (!body.is_none()) {
+                    request.whole_body = true;
+                    request.body = copy_of_buffer(body);
+                }
+                std::shared_ptr<ObjectUpload> upload;
+                {
+                    GilRelease release;
+                    upload = ObjectUpload::start(std::move(client), std::move(request));
+                }
+                return PyObjectUpload(std::move(upload), "s3://" + bucket + "/" + key);
+            },
+            py::arg("bucket"), py::arg("key"), py::kw_only(), py::arg("body") = py::none(),
+            py::arg("if_none_match") = false, py::arg("checksum_algorithm") = "", py::arg("in_flight_limit_bytes") = 0,
+            py::arg("abort_timeout_ms") = 0,
+            "Starts a PutObject: of `body` whole, or (body None) streamed through the returned upload's write().")
+        .def(
+            "head_object",
+            [](S3Client& client, const std::string& bucket, const std::string& key, uint32_t timeout_ms) {
+                BodyRequest request;
+                request.method = "HEAD";
+                request.operation = "HeadObject";
+                request.bucket = bucket;
+                request.key = key;
+                request.encoded_suffix = "/" + S3Client::encode_path(key);
+                request.timeout_ms = timeout_ms;
+                BodyResponse response;
+                {
+                    GilRelease release;
+                    response = perform_body_request(client, request);
+                }
+                return py::make_tuple(response.header("Content-Length"), response.header("ETag"));
+            },
+            py::arg("bucket"), py::arg("key"), py::kw_only(), py::arg("timeout_ms") = 0,
+            "HeadObject: (Content-Length as sent, ETag).")
+        .def(
+            "delete_object",
+            [](S3Client& client, const std::string& bucket, const std::string& key, uint32_t timeout_ms) {
+                BodyRequest request;
+                request.method = "DELETE";
+                request.operation = "DeleteObject";
+                request.bucket = bucket;
+                request.key = key;
+                request.encoded_suffix = "/" + S3Client::encode_path(key);
+                request.timeout_ms = timeout_ms;
+                GilRelease release;
+                perform_body_request(client, request);
+            },
+            py::arg("bucket"), py::arg("key"), py::kw_only(), py::arg("timeout_ms") = 0,
+            "DeleteObject (S3 answers success for a key that does not exist).");
 }

@@ -3,7 +3,10 @@
 ``S3FileLister`` and ``S3FileLoader`` are drop-in replacements for torchdata's S3 DataPipes (0.4-0.9),
 built on the AWS Common Runtime: the GIL is released while waiting, objects download as parallel ranged
 GETs, and objects are prefetched ahead of the reader. Importing this package registers the functional
-names ``list_files_by_s3`` and ``load_files_by_s3`` on torch's IterDataPipe.
+names ``list_files_by_s3``, ``load_files_by_s3`` and ``save_by_s3`` on torch's IterDataPipe.
+
+Writes: ``torchdata_s3.open(url, "wb")`` gives a writer whose ``close()`` commits the object;
+``S3FileSaver`` (``save_by_s3``) writes ``(url, data)`` items with parallel uploads.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ except ImportError as error:
     raise ImportError(explain(error)) from error
 
 from ._functional import install as _install_functional_names
-from .client import ObjectSummary, S3Client
+from .client import ObjectInfo, ObjectSummary, S3Client
 from .config import S3Config
 from .errors import (
     InvalidS3UrlError,
@@ -32,19 +35,24 @@ from .errors import (
     S3FileNotFoundError,
     S3IntegrityError,
     S3NetworkError,
+    S3ObjectExistsError,
     S3PermissionError,
     S3TimeoutError,
     error_from_native,
 )
 from .lister import S3FileLister
 from .loader import S3FileLoader
+from .opener import open
+from .saver import S3FileSaver
 from .shared_listing import list_files_once
 from .url import S3Url, parse_s3_url
+from .writer import S3ObjectWriter
 
 __version__ = _core.__version__
 
 __all__ = [
     "InvalidS3UrlError",
+    "ObjectInfo",
     "ObjectSummary",
     "S3Client",
     "S3Config",
@@ -52,12 +60,16 @@ __all__ = [
     "S3FileLister",
     "S3FileLoader",
     "S3FileNotFoundError",
+    "S3FileSaver",
     "S3IntegrityError",
     "S3NetworkError",
+    "S3ObjectExistsError",
+    "S3ObjectWriter",
     "S3PermissionError",
     "S3TimeoutError",
     "S3Url",
     "list_files_once",
+    "open",
     "parse_s3_url",
 ]
 

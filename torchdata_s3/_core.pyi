@@ -1,5 +1,6 @@
-# Typed stub of the native module (csrc/bindings.cpp, csrc/py_object_stream.cpp). Private: the public API is
-# torchdata_s3's. tests/unit/test_core_stub.py keeps it in step with the binding (names and parameters).
+# Typed stub of the native module (csrc/bindings.cpp, csrc/py_object_stream.cpp, csrc/py_object_upload.cpp).
+# Private: the public API is torchdata_s3's. tests/unit/test_core_stub.py keeps it in step with the binding
+# (names and parameters).
 from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
@@ -101,6 +102,7 @@ class S3Client:
         proxy_port: int = 0,
         proxy_username: str = "",
         proxy_password: str = "",
+        multipart_threshold_bytes: int = 0,
     ) -> None: ...
     @property
     def pinned_pool_bytes(self) -> int: ...
@@ -131,3 +133,31 @@ class S3Client:
         timeout_ms: int = 0,
         part_size_bytes: int = 0,
     ) -> ObjectStream: ...
+    def put_object(
+        self,
+        bucket: str,
+        key: str,
+        *,
+        body: Optional[_BufferProtocol] = None,
+        if_none_match: bool = False,
+        checksum_algorithm: str = "",
+        in_flight_limit_bytes: int = 0,
+        abort_timeout_ms: int = 0,
+    ) -> ObjectUpload: ...
+    def head_object(self, bucket: str, key: str, *, timeout_ms: int = 0) -> tuple[str, str]: ...
+    def delete_object(self, bucket: str, key: str, *, timeout_ms: int = 0) -> None: ...
+
+class ObjectUpload:
+    """One S3 PutObject in flight (single or multipart)."""
+
+    @property
+    def name(self) -> str: ...
+    def write(self, data: _BufferProtocol) -> None: ...
+    def complete(self) -> str: ...
+    def abort(self) -> None: ...
+    @property
+    def bytes_written(self) -> int: ...
+    @property
+    def bytes_acknowledged(self) -> int: ...
+    @property
+    def usable_here(self) -> bool: ...

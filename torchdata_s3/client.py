@@ -9,15 +9,16 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
-from typing import Optional
+from typing import NamedTuple, Optional, Union
 
 from . import _core
 from .config import S3Config, event_loop_threads, undefined_profile
 from .errors import CREDENTIALS_HOW_TO, S3Error, credentials_unavailable
 from .reader import ObjectReader, S3ObjectStream
 from .url import S3Url, parse_s3_url
+from .writer import ObjectUploader, S3ObjectWriter
 
-__all__ = ["ObjectSummary", "S3Client"]
+__all__ = ["ObjectInfo", "ObjectSummary", "S3Client"]
 
 _native_clients: dict[S3Config, _core.S3Client] = {}
 _native_clients_pid = os.getpid()
@@ -92,6 +93,14 @@ class ObjectSummary(tuple):
         return self[2]
 
 
+class ObjectInfo(NamedTuple):
+    """What HeadObject tells about one object."""
+
+    url: str
+    size: int
+    etag: str
+
+
 class S3Client:
     """Lists and opens S3 objects. Cheap to create and to pickle; the native client is shared per process.
 
@@ -160,24 +169,74 @@ class S3Client:
                 return
             token = next_token
 
-    def open(self, url: str) -> S3ObjectStream:
-        """Opens one object as a seekable binary file object; nothing is fetched before the first read.
+    def open(
+        self, url: str, mode: str = "rb", *, overwrite: bool = True, checksum: Optional[str] = None
+    ) -> Union[S3ObjectStream, S3ObjectWriter]:
+        """Opens one object as a binary file object: ``"rb"`` to read it, ``"wb"`` to write it.
 
-        Reads from the start fetch the object as parallel ranged GETs, ahead of the reader; ``seek`` goes
-        anywhere, and a read away from what the stream holds fetches about what it asks for (see
-        :mod:`torchdata_s3.reader`). ``seek(-n, 2)`` first (zip, Parquet) fetches only the object's tail.
+        ``"rb"``: a seekable reader; nothing is fetched before the first read. Reads from the start fetch
+        the object as parallel ranged GETs, ahead of the reader; ``seek`` goes anywhere, and a read away from
+        what the stream holds fetches about what it asks for (see :mod:`torchdata_s3.reader`).
+        ``seek(-n, 2)`` first (zip, Parquet) fetches only the object's tail.
+
+        ``"wb"``: an :class:`~torchdata_s3.writer.S3ObjectWriter`; the object appears when it is closed
+        (see :mod:`torchdata_s3.writer`).
+
+        Args:
+            url: ``s3://bucket/key``.
+            mode: ``"rb"`` or ``"wb"``.
+            overwrite: (``"wb"``) replace an existing object [True]; False refuses to (If-None-Match: *):
+                closing then raises S3ObjectExistsError if the object exists.
+            checksum: (``"wb"``) ``"crc32c"`` or ``"crc64nvme"``: the CRT computes it while sending and S3
+                verifies it [None: no checksum beyond TCP's and TLS's].
 
         Raises:
-            InvalidS3UrlError: a malformed URL. IsADirectoryError: the URL names a prefix.
-            Errors of the requests (S3FileNotFoundError, ...) surface on the first read, seek from the end
-            or ``.size``.
+            InvalidS3UrlError: a malformed URL. IsADirectoryError: the URL names a prefix. ValueError: another
+            mode. Errors of the requests (S3FileNotFoundError, ...) surface on the first read, seek from the
+            end or ``.size``; for writers, on the write that starts the upload or on ``close()``.
         """
+        if mode not in ("rb", "wb"):
+            raise ValueError(f"mode must be 'rb' or 'wb' for {url!r}, not {mode!r}")
         location = parse_s3_url(url)
         if location.is_prefix:
             raise IsADirectoryError(
                 f"{url!r} names a prefix, not an object; list it or drop the trailing '/'"
             )
+        if mode == "wb":
+            return S3ObjectWriter(ObjectUploader(self, location, overwrite=overwrite, checksum=checksum))
+        if checksum is not None or not overwrite:
+            raise ValueError(f"overwrite= and checksum= apply to writers (mode 'wb'), not to reading {url!r}")
         return S3ObjectStream(ObjectReader(self, location))
+
+    def head(self, url: str) -> ObjectInfo:
+        """Size and ETag of one object (HeadObject).
+
+        Raises:
+            InvalidS3UrlError, S3FileNotFoundError (no such key or bucket), S3PermissionError, ...
+        """
+        location = self._object_location(url)
+        length, etag = self._native_for(location, "HeadObject").head_object(
+            location.bucket, location.key, timeout_ms=self.config.request_timeout_ms
+        )
+        return ObjectInfo(str(location), int(length or 0), etag)
+
+    def delete(self, url: str) -> None:
+        """Deletes one object (DeleteObject). Deleting a key that does not exist succeeds, as in S3.
+
+        Raises:
+            InvalidS3UrlError, S3FileNotFoundError (no such bucket), S3PermissionError, ...
+        """
+        location = self._object_location(url)
+        self._native_for(location, "DeleteObject").delete_object(
+            location.bucket, location.key, timeout_ms=self.config.request_timeout_ms
+        )
+
+    @staticmethod
+    def _object_location(url: str) -> S3Url:
+        location = parse_s3_url(url)
+        if location.is_prefix:
+            raise IsADirectoryError(f"{url!r} names a prefix, not an object; drop the trailing '/'")
+        return location
 
     def open_native(
         self,

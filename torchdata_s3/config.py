@@ -65,6 +65,12 @@ class S3Config:
             cancelled and :class:`~torchdata_s3.S3TimeoutError` raised [10000].
         connect_timeout_ms: TCP/TLS connect timeout per attempt [3000].
         max_retries: retries of a failed part (5xx, SlowDown, dropped connections) [5].
+        multipart_threshold_bytes: a writer that is closed with at most this many bytes sends them in one
+            PutObject; a larger object streams out as a multipart upload of ``part_size_bytes`` parts, up to
+            10,000 of them (78 GiB at 8 MiB: raise ``part_size_bytes`` for larger objects) [8 MiB].
+        write_window_bytes: bytes one writer may have handed over but not yet acknowledged by S3: parts in
+            flight in parallel; ``write()`` waits beyond it, which bounds a writer's memory (this plus one
+            part being filled and the writer's ``multipart_threshold_bytes`` of pending bytes) [128 MiB].
         cache_dir: a local directory where the loader keeps the objects it reads, so later epochs read them
             from disk (see :mod:`torchdata_s3.cache`) [None: no cache; ``TORCHDATA_S3_CACHE_DIR``].
         cache_max_bytes: the cache's budget: least recently used objects are evicted beyond it, and objects
@@ -94,6 +100,8 @@ class S3Config:
     request_timeout_ms: int = 10_000
     connect_timeout_ms: int = 3_000
     max_retries: int = 5
+    multipart_threshold_bytes: int = 8 * MiB
+    write_window_bytes: int = 128 * MiB
     cache_dir: Optional[str] = None
     cache_max_bytes: int = 10 * 1024 * MiB
     proxy_url: Optional[str] = field(default=None, repr=False)  # may hold the proxy's password
@@ -117,6 +125,8 @@ class S3Config:
             ("part_size_bytes", 64 * 1024),
             ("read_window_bytes", 1),
             ("retain_bytes", 0),
+            ("multipart_threshold_bytes", 0),
+            ("write_window_bytes", 1),
             ("request_timeout_ms", 1),
             ("connect_timeout_ms", 1),
         ):
@@ -272,6 +282,7 @@ class S3Config:
             "max_connections": self.max_connections or 0,
             "memory_limit_bytes": self.memory_limit_bytes or 0,
             "read_window_bytes": self.read_window_bytes,
+            "multipart_threshold_bytes": self.multipart_threshold_bytes,
             "connect_timeout_ms": self.connect_timeout_ms,
             # A connection that moves no byte for a third of the reader's patience is dropped and its part
             # retried, so a stall is usually repaired before request_timeout_ms runs out.

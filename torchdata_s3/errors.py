@@ -14,6 +14,8 @@ class                           also a                                      rais
 :class:`S3NetworkError`         :class:`ConnectionError`                    DNS, connect, dropped connections
                                                                             (after retries); TLS handshakes
                                                                             (at once: not retried)
+:class:`S3ObjectExistsError`    :class:`FileExistsError`                    a writer with ``overwrite=False``
+                                                                            found the object (HTTP 412/409)
 :class:`S3IntegrityError`       :class:`S3Error`                            a body shorter than announced, or
                                                                             the object changed mid-read
 :class:`S3Error`                :class:`OSError`                            anything else (e.g. SlowDown after
@@ -22,8 +24,8 @@ class                           also a                                      rais
 
 A malformed ``s3://`` URL raises :class:`InvalidS3UrlError`, a :class:`ValueError`.
 
-``errno`` is ``ENOENT``, ``EACCES`` and ``ETIMEDOUT`` for the not-found, permission and timeout classes (so
-``except OSError as e: e.errno == errno.ENOENT`` works), None for the others.
+``errno`` is ``ENOENT``, ``EACCES``, ``ETIMEDOUT`` and ``EEXIST`` for the not-found, permission, timeout and
+exists classes (so ``except OSError as e: e.errno == errno.ENOENT`` works), None for the others.
 
 All of them can be built from a message alone and pickle with their attributes, so they cross
 DataLoader worker processes intact. Messages name the URL and never contain credentials. The full
@@ -42,6 +44,7 @@ __all__ = [
     "S3FileNotFoundError",
     "S3IntegrityError",
     "S3NetworkError",
+    "S3ObjectExistsError",
     "S3PermissionError",
     "S3TimeoutError",
 ]
@@ -128,10 +131,17 @@ class S3TimeoutError(S3NetworkError, TimeoutError):
     default_errno = errno.ETIMEDOUT
 
 
+class S3ObjectExistsError(S3Error, FileExistsError):
+    """A writer opened with ``overwrite=False`` found the object already there (HTTP 412 or 409)."""
+
+    default_errno = errno.EEXIST
+
+
 class S3IntegrityError(S3Error):
     """The bytes received cannot be trusted (short body, object changed during the read, ...)."""
 
 
+_WRITE_OPERATIONS = {"PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload"}
 _NOT_FOUND_CODES = {"NoSuchKey", "NoSuchBucket", "NotFound"}
 
 # How to provide credentials, for every "no credentials" message.
@@ -222,6 +232,15 @@ def _classify(info: dict) -> tuple[type, str]:
         return S3IntegrityError, (
             "the object was overwritten while it was read (its ETag changed); the bytes already returned "
             "are from the old version only: read the object again"
+        )
+    if info["operation"] in _WRITE_OPERATIONS and (
+        status in (409, 412) or code in ("PreconditionFailed", "ConditionalRequestConflict")
+    ):
+        # Writers that may not overwrite send If-None-Match: *; S3 answers 412, or 409 when another writer's
+        # upload of the same key completed first.
+        return S3ObjectExistsError, (
+            "the object already exists and the writer was opened with overwrite=False; delete it first or "
+            "open the writer with overwrite=True"
         )
     if status == 412 or code == "PreconditionFailed":
         # A re-fetch of part of an object carries If-Match: <the ETag the stream started with>.

@@ -104,6 +104,12 @@ EVERY_KIND_OF_FAILURE = [
         "crt_error_name": "AWS_ERROR_S3_OBJECT_MODIFIED",
         "s3_error_code": "PreconditionFailed",
     },
+    {"http_status": 412, "s3_error_code": "PreconditionFailed", "operation": "PutObject"},
+    {
+        "http_status": 409,
+        "s3_error_code": "ConditionalRequestConflict",
+        "operation": "CompleteMultipartUpload",
+    },
     {"crt_error_name": "AWS_ERROR_HTTP_CHANNEL_THROUGHPUT_FAILURE"},
     {"crt_error_name": "AWS_ERROR_S3_INTERNAL_ERROR"},
     {"http_status": 500, "s3_error_code": "InternalError"},

@@ -1,0 +1,262 @@
+#include "object_upload.h"
+
+#include <aws/common/uri.h>
+#include <aws/http/request_response.h>
+#include <aws/io/stream.h>
+#include <aws/s3/s3_client.h>
+
+#include <mutex>
+#include <stdexcept>
+
+namespace torchdata_s3 {
+
+struct ObjectUpload::Shared : RequestState {
+    std::string body;  // whole_body: the bytes the CRT reads, alive until the meta request shut down
+    aws_input_stream* body_stream = nullptr;
+    bool write_pending = false;  // a poll_write() was told to wait; its waker has not run yet
+    // A streamed upload starts with CreateMultipartUpload. Cancelling while it is on the wire makes the CRT
+    // forget it, yet the server may still create the upload: an orphan. abort() waits for it to come back.
+    bool create_in_flight = false;
+    uint64_t acknowledged_bytes = 0;
+    std::string etag;
+
+    ~Shared() override {
+        if (body_stream != nullptr) aws_input_stream_release(body_stream);
+    }
+};
+
+namespace {
+
+ObjectUpload::Shared* shared_of(void* user_data) { return RequestState::of<ObjectUpload::Shared>(user_data); }
+
+aws_byte_cursor cursor_of(const std::string& s) { return aws_byte_cursor_from_array(s.data(), s.size()); }
+
+int on_headers(aws_s3_meta_request*, const aws_http_headers* headers, int status, void* user_data) {
+    if (status < 200 || status > 299) return AWS_OP_SUCCESS;  // the failure arrives with the finish callback
+    ObjectUpload::Shared* shared = shared_of(user_data);
+    aws_byte_cursor etag;
+    try {
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        if (aws_http_headers_get(headers, aws_byte_cursor_from_c_str("ETag"), &etag) == AWS_OP_SUCCESS) {
+            shared->etag.assign(reinterpret_cast<const char*>(etag.ptr), etag.len);
+        }
+    } catch (const std::exception&) {  // never let a C++ exception cross the CRT's C frames
+        return aws_raise_error(AWS_ERROR_OOM);
+    }
+    return AWS_OP_SUCCESS;
+}
+
+// Each completed part (or the single PUT) reports its bytes: they left our memory for good.
+void on_progress(aws_s3_meta_request*, const aws_s3_meta_request_progress* progress, void* user_data) {
+    ObjectUpload::Shared* shared = shared_of(user_data);
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    shared->acknowledged_bytes += progress->bytes_transferred;
+    shared->changed.notify_all();
+}
+
+void on_finish(aws_s3_meta_request*, const aws_s3_meta_request_result* result, void* user_data) {
+    ObjectUpload::Shared* shared = shared_of(user_data);
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    try {
+        shared->finish_locked(*result);
+    } catch (const std::exception&) {  // out of memory while describing the failure: never report success
+        shared->failed = true;
+        shared->finished = true;
+        shared->changed.notify_all();
+    }
+}
+
+// Runs once per finished HTTP request of the upload (each part, each retry, the create and complete calls).
+void on_telemetry(aws_s3_meta_request*, aws_s3_request_metrics* metrics, void* user_data) {
+    aws_s3_request_type type = AWS_S3_REQUEST_TYPE_UNKNOWN;
+    aws_s3_request_metrics_get_request_type(metrics, &type);
+    if (type != AWS_S3_REQUEST_TYPE_CREATE_MULTIPART_UPLOAD) return;
+    ObjectUpload::Shared* shared = shared_of(user_data);
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    shared->create_in_flight = false;
+    shared->changed.notify_all();
+}
+
+// The CRT calls this once a poll_write() that had to wait may be retried.
+void on_write_possible(void* user_data) {
+    auto* shared = static_cast<ObjectUpload::Shared*>(user_data);
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    shared->write_pending = false;
+    shared->changed.notify_all();
+}
+
+bool checksum_algorithm_from(const std::string& name, aws_s3_checksum_algorithm* out) {
+    if (name == "crc32c")
+        *out = AWS_SCA_CRC32C;
+    else if (name == "crc64nvme")
+        *out = AWS_SCA_CRC64NVME;
+    else
+        return false;
+    return true;
+}
+
+}  // namespace
+
+ObjectUpload::ObjectUpload(std::shared_ptr<S3Client> client, PutObjectRequest request)
+    : client_(std::move(client)), request_(std::move(request)), shared_(std::make_shared<Shared>()) {
+    shared_->operation = "PutObject";
+    shared_->bucket = request_.bucket;
+    shared_->key = request_.key;
+}
+
+std::shared_ptr<ObjectUpload> ObjectUpload::start(std::shared_ptr<S3Client> client, PutObjectRequest request) {
+    aws_s3_checksum_config checksum = {};
+    if (!request.checksum_algorithm.empty()) {
+        if (!checksum_algorithm_from(request.checksum_algorithm, &checksum.checksum_algorithm)) {
+            throw std::invalid_argument("unknown checksum algorithm '" + request.checksum_algorithm +
+                                        "' (crc32c or crc64nvme)");
+        }
+        // In a trailer: the CRT computes it while it sends, and S3 checks each part and the whole object.
+        checksum.location = AWS_SCL_TRAILER;
+    }
+
+    std::shared_ptr<ObjectUpload> upload(new ObjectUpload(std::move(client), std::move(request)));
+    S3Client& s3 = *upload->client_;
+    const PutObjectRequest& req = upload->request_;
+    Shared& shared = *upload->shared_;
+
+    aws_uri endpoint;
+    s3.endpoint_for(req.bucket, &endpoint);
+    aws_http_message* message = s3.new_message("PUT", req.bucket, "/" + S3Client::encode_path(req.key));
+    const auto add_header = [message](const char* name, const std::string& value) {
+        aws_http_header header = {};
+        header.name = aws_byte_cursor_from_c_str(name);
+        header.value = cursor_of(value);
+        aws_http_message_add_header(message, header);
+    };
+    // The CRT repeats If-None-Match on CompleteMultipartUpload, where S3 decides a multipart upload's fate.
+    if (req.if_none_match) add_header("If-None-Match", "*");
+
+    aws_s3_meta_request_options options = {};
+    options.type = AWS_S3_META_REQUEST_TYPE_PUT_OBJECT;
+    options.message = message;
+    options.endpoint = &endpoint;
+    options.headers_callback = on_headers;
+    options.progress_callback = on_progress;
+    options.finish_callback = on_finish;
+    options.telemetry_callback = on_telemetry;
+    if (checksum.checksum_algorithm != AWS_SCA_NONE) options.checksum_config = &checksum;
+    if (req.whole_body) {
+        // The body moves into the shared state, which outlives every read the CRT makes of it.
+        shared.body = std::move(upload->request_.body);
+        const aws_byte_cursor body = cursor_of(shared.body);
+        shared.body_stream = aws_input_stream_new_from_cursor(s3.allocator(), &body);
+        add_header("Content-Length", std::to_string(shared.body.size()));
+        aws_http_message_set_body_stream(message, shared.body_stream);
+    } else {
+        options.send_using_async_writes = true;
+        shared.create_in_flight = true;  // the CRT sends it at once
+    }
+    try {
+        if (req.whole_body && shared.body_stream == nullptr) throw std::bad_alloc();
+        upload->meta_.start(s3, options, upload->shared_);
+    } catch (...) {
+        aws_http_message_release(message);
+        aws_uri_clean_up(&endpoint);
+        throw;
+    }
+    aws_http_message_release(message);
+    aws_uri_clean_up(&endpoint);
+    return upload;
+}
+
+ObjectUpload::~ObjectUpload() {
+    if (!ended_ && meta_.native() != nullptr) meta_.cancel();  // an abandoned upload must not commit
+}
+
+void ObjectUpload::feed(const uint8_t* data, size_t size, bool eof) {
+    aws_byte_cursor rest = aws_byte_cursor_from_array(data, size);
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lock(shared_->mutex);
+            shared_->changed.wait(lock, [this] { return shared_->failed || !shared_->write_pending; });
+            if (shared_->failed) throw shared_->failure;
+            // Set before asking: the waker may run on another thread before poll_write() returns.
+            shared_->write_pending = true;
+        }
+        const aws_s3_meta_request_poll_write_result result =
+            aws_s3_meta_request_poll_write(meta_.native(), rest, eof, on_write_possible, shared_.get());
+        if (result.is_pending) continue;  // the waker clears write_pending
+        {
+            std::lock_guard<std::mutex> lock(shared_->mutex);
+            shared_->write_pending = false;
+        }
+        if (result.error_code != AWS_ERROR_SUCCESS) {
+            // Usually the upload failed for its own reasons (e.g. CreateMultipartUpload was refused): that
+            // failure, which arrives with the finish callback, is the one worth reporting.
+            wait_finished();
+            std::lock_guard<std::mutex> lock(shared_->mutex);
+            RequestFailure failure = shared_->make_failure(RequestFailure::Kind::crt, "the upload refused data");
+            failure.crt_error_code = result.error_code;
+            failure.crt_error_name = aws_error_name(result.error_code);
+            failure.crt_error_message = aws_error_str(result.error_code);
+            shared_->fail_locked(std::move(failure));
+            throw shared_->failure;
+        }
+        aws_byte_cursor_advance(&rest, result.bytes_processed);
+        bytes_written_ += result.bytes_processed;
+        if (rest.len == 0) return;  // with `eof`, the end was taken along with the last byte
+    }
+}
+
+void ObjectUpload::write(const uint8_t* data, size_t size) {
+    if (request_.whole_body) throw std::logic_error("write() on an upload whose whole body was given at start");
+    if (ended_) throw std::logic_error("write() after complete() or abort()");
+    if (request_.in_flight_limit_bytes != 0) {
+        std::unique_lock<std::mutex> lock(shared_->mutex);
+        shared_->changed.wait(lock, [this] {
+            return shared_->failed || bytes_written_ - shared_->acknowledged_bytes < request_.in_flight_limit_bytes;
+        });
+        if (shared_->failed) throw shared_->failure;
+    }
+    if (size != 0) feed(data, size, false);
+}
+
+std::string ObjectUpload::complete() {
+    if (ended_) throw std::logic_error("complete() after complete() or abort()");
+    ended_ = true;
+    if (!request_.whole_body) {
+        // Whatever is left in the current part buffer goes out, then the upload is completed.
+        try {
+            feed(nullptr, 0, true);
+        } catch (...) {
+            meta_.cancel();
+            throw;
+        }
+    }
+    wait_finished();
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    return shared_->etag;
+}
+
+void ObjectUpload::wait_finished() {
+    std::unique_lock<std::mutex> lock(shared_->mutex);
+    shared_->changed.wait(lock, [this] { return shared_->finished; });
+    if (shared_->failed) throw shared_->failure;
+}
+
+void ObjectUpload::abort() {
+    if (ended_) return;
+    ended_ = true;
+    std::unique_lock<std::mutex> lock(shared_->mutex);
+    meta_.wait_patiently(
+        lock, [this] { return shared_->finished || !shared_->create_in_flight; }, request_.abort_timeout_ms);
+    lock.unlock();
+    meta_.cancel();
+    lock.lock();
+    // The CRT sends AbortMultipartUpload before it finishes the meta request: wait, so that nothing of this
+    // upload is left on the server when abort() returns.
+    meta_.wait_patiently(lock, [this] { return shared_->finished; }, request_.abort_timeout_ms);
+}
+
+uint64_t ObjectUpload::bytes_acknowledged() {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    return shared_->acknowledged_bytes;
+}
+
+}  // namespace torchdata_s3

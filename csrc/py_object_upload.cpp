@@ -1,0 +1,76 @@
+#include "py_object_upload.h"
+
+#include "gil_release.h"
+
+namespace torchdata_s3 {
+namespace {
+
+// A contiguous, read-only view of any bytes-like object, released with the GIL held.
+class BufferView {
+public:
+    explicit BufferView(const py::object& data) {
+        if (PyObject_GetBuffer(data.ptr(), &view_, PyBUF_SIMPLE) != 0) throw py::error_already_set();
+    }
+    ~BufferView() { PyBuffer_Release(&view_); }
+    BufferView(const BufferView&) = delete;
+    BufferView& operator=(const BufferView&) = delete;
+    const uint8_t* data() const { return static_cast<const uint8_t*>(view_.buf); }
+    size_t size() const { return static_cast<size_t>(view_.len); }
+
+private:
+    Py_buffer view_;
+};
+
+}  // namespace
+
+ObjectUpload& PyObjectUpload::upload() const {
+    if (!upload_->usable_here()) {
+        throw py::value_error("the upload of " + name_ +
+                              " was started in another process (before fork()): open a new writer in this one");
+    }
+    return *upload_;
+}
+
+void PyObjectUpload::write(const py::object& data) {
+    ObjectUpload& target = upload();
+    // Holding the view keeps the exporter from resizing or freeing the bytes while the GIL is released.
+    BufferView view(data);
+    GilRelease release;
+    target.write(view.data(), view.size());
+}
+
+std::string PyObjectUpload::complete() {
+    ObjectUpload& target = upload();
+    GilRelease release;
+    return target.complete();
+}
+
+void PyObjectUpload::abort() {
+    if (!upload_->usable_here()) return;  // the parent's upload: not ours to touch (nor to commit)
+    GilRelease release;
+    upload_->abort();
+}
+
+uint64_t PyObjectUpload::bytes_written() const { return upload_->bytes_written(); }
+
+uint64_t PyObjectUpload::bytes_acknowledged() const {
+    GilRelease release;
+    return upload_->bytes_acknowledged();
+}
+
+void bind_object_upload(py::module_& m) {
+    py::class_<PyObjectUpload>(m, "ObjectUpload", "One S3 PutObject in flight (single or multipart).")
+        .def_property_readonly("name", &PyObjectUpload::name)
+        .def("write", &PyObjectUpload::write, py::arg("data"),
+             "Copies a bytes-like object into the upload; waits while the in-flight limit is reached.")
+        .def("complete", &PyObjectUpload::complete, "Ends the body and commits the object; returns its ETag.")
+        .def("abort", &PyObjectUpload::abort, "Abandons the upload; a multipart upload is aborted on the server.")
+        .def_property_readonly("bytes_written", &PyObjectUpload::bytes_written, "Bytes handed to the upload.")
+        .def_property_readonly("bytes_acknowledged", &PyObjectUpload::bytes_acknowledged,
+                               "Bytes the server acknowledged (parts completed).")
+        .def_property_readonly("usable_here", &PyObjectUpload::usable_here,
+                               "False in a fork() child: the upload belongs to the parent.")
+        .def("__repr__", [](const PyObjectUpload& u) { return "<torchdata_s3 ObjectUpload " + u.name() + ">"; });
+}
+
+}  // namespace torchdata_s3
