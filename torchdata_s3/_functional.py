@@ -1,4 +1,4 @@
-"""The functional names ``list_files_by_s3`` and ``load_files_by_s3`` on torch's IterDataPipe.
+"""The functional names ``list_files_by_s3``, ``load_files_by_s3`` and ``save_by_s3`` on torch's IterDataPipe.
 
 torchdata <= 0.9 registers the same two names for its own S3 DataPipes when ``torchdata.datapipes`` is
 imported, and torch raises on a second registration of a name. So that both import orders work and the
@@ -21,8 +21,13 @@ from torch.utils.data.datapipes.datapipe import IterDataPipe
 from .lines import LineReader
 from .lister import S3FileLister
 from .loader import S3FileLoader
+from .saver import S3FileSaver
 
-FUNCTIONAL_NAMES = {"list_files_by_s3": S3FileLister, "load_files_by_s3": S3FileLoader}
+FUNCTIONAL_NAMES = {
+    "list_files_by_s3": S3FileLister,
+    "load_files_by_s3": S3FileLoader,
+    "save_by_s3": S3FileSaver,
+}
 FALLBACK_NAMES = {"readlines": LineReader}
 
 
