@@ -33,8 +33,13 @@ class Fault(str, enum.Enum):
     CUT_BODY = "cut_body"  # forward the answer's headers (true Content-Length) and half its body, then close
     STALL_BODY = "stall_body"  # forward the headers and half the body, then send nothing more
     NO_ANSWER = "no_answer"  # read the request, then send nothing at all
+    CUT_REQUEST = (
+        "cut_request"  # read the request's headers and half its body, then close (an upload cut off)
+    )
 
 
+# Faults applied while the request is still arriving.
+_DURING_REQUEST = {Fault.CUT_REQUEST}
 # Faults that need the upstream's answer to be applied (the others are decided without asking moto).
 _NEEDS_UPSTREAM = {Fault.CUT_BODY, Fault.STALL_BODY}
 # A fixed order makes one RNG draw map to the same fault for the same seed.
@@ -77,6 +82,25 @@ class ProxiedRequest:
     @property
     def query(self) -> str:
         return urlsplit(self.target).query
+
+    @property
+    def s3_operation(self) -> str:
+        """The S3 operation of a path-style request, as far as the tests need to tell them apart."""
+        _bucket, _, key = self.path.lstrip("/").partition("/")
+        query = self.query
+        if self.method == "POST" and "uploads" in query.split("&"):
+            return "CreateMultipartUpload"
+        if self.method == "POST" and "uploadId=" in query:
+            return "CompleteMultipartUpload"
+        if self.method == "PUT" and "partNumber=" in query:
+            return "UploadPart"
+        if self.method == "DELETE" and "uploadId=" in query:
+            return "AbortMultipartUpload"
+        if self.method == "PUT" and key:
+            return "PutObject"
+        if self.method == "GET" and key:
+            return "GetObject"
+        return f"{self.method} {'object' if key else 'bucket'}"
 
     @property
     def is_get_object(self) -> bool:
@@ -229,11 +253,17 @@ class FaultProxy:
         reader = connection.makefile("rb")
         try:
             while not self._stopping.is_set():
-                request = self._read_request(reader)
-                if request is None:
+                head = self._read_head(reader)
+                if head is None:
                     return
-                request_obj, body = request
-                if not self._answer(connection, request_obj, body):
+                request, length = head
+                fault = self._choose_fault(request)
+                if fault in _DURING_REQUEST:
+                    reader.read(length // 2)
+                    self._record(request, fault, 0)
+                    return
+                body = reader.read(length) if length else b""
+                if not self._answer(connection, request, body, fault):
                     return
         except OSError:
             return  # the client went away, or stop() shut the socket
@@ -243,7 +273,8 @@ class FaultProxy:
             reader.close()
             connection.close()
 
-    def _read_request(self, reader: object) -> Optional[tuple[ProxiedRequest, bytes]]:
+    def _read_head(self, reader: object) -> Optional[tuple[ProxiedRequest, int]]:
+        """The request line and headers, and the length of the body still to read."""
         line = reader.readline(65537)  # type: ignore[attr-defined]
         if not line:
             return None
@@ -256,11 +287,9 @@ class FaultProxy:
             name, _, value = header_line.partition(":")
             headers[name.strip().lower()] = value.strip()
         if "chunked" in headers.get("transfer-encoding", "").lower():
-            # Nothing the tests send through the proxy (GETs) has a chunked body; refuse rather than guess.
+            # The CRT sends uploads with Content-Length; refuse a chunked body rather than guess.
             raise OSError("fault proxy: chunked request bodies are not supported")
-        length = int(headers.get("content-length", "0") or 0)
-        body = reader.read(length) if length else b""  # type: ignore[attr-defined]
-        return ProxiedRequest(method, target, headers), body
+        return ProxiedRequest(method, target, headers), int(headers.get("content-length", "0") or 0)
 
     def _choose_fault(self, request: ProxiedRequest) -> Optional[Fault]:
         with self._lock:
@@ -294,11 +323,12 @@ class FaultProxy:
                 )
             )
 
-    def _answer(self, connection: socket.socket, request: ProxiedRequest, body: bytes) -> bool:
-        """Answers one request; returns whether the connection stays open for the next one."""
+    def _answer(
+        self, connection: socket.socket, request: ProxiedRequest, body: bytes, fault: Optional[Fault]
+    ) -> bool:
+        """Answers one request (with `fault`, if any); returns whether the connection stays open."""
         if self.latency_s:
             self._stopping.wait(self.latency_s)
-        fault = self._choose_fault(request)
         if fault in (Fault.DROP, Fault.NO_ANSWER):
             self._record(request, fault, 0)
             if fault is Fault.NO_ANSWER:

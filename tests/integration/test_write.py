@@ -188,6 +188,18 @@ def test_writing_to_a_missing_bucket_names_it(s3_endpoint: str) -> None:
         assert writer.closed or raised.value is not None
 
 
+def test_write_errors_never_contain_credentials(s3_endpoint: str) -> None:
+    secret, token = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYSECRETKEY", "FwoGZXIvYXdzEXAMPLETOKEN"
+    options = {"access_key_id": "AKIDWRITER", "secret_access_key": secret, "session_token": token}
+    for size in (10, 3 * MiB):
+        writer = torchdata_s3.open("s3://no-such-bucket-here/k.bin", "wb", **SMALL_PARTS, **options)
+        with pytest.raises(torchdata_s3.S3Error) as raised:
+            writer.write(payload(size))
+            writer.close()
+        shown = str(raised.value) + repr(raised.value) + repr(pickle.dumps(raised.value)) + repr(writer)
+        assert secret not in shown and token not in shown
+
+
 def test_a_fork_child_cannot_use_its_parents_writer(bucket: str, boto_s3) -> None:  # type: ignore[no-untyped-def]
     writer = torchdata_s3.open(f"s3://{bucket}/forked.bin", "wb", **SMALL_PARTS)
     writer.write(payload(3 * MiB))
