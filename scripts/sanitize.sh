@@ -33,10 +33,10 @@ fail() {
 }
 
 # The pytest subset: every test that runs our native code in-process on the paths where memory errors
-# would hide (parsing, streaming, cancellation, failures, retries, fork, exit, many clients), plus the fuzz
-# corpus. Left out because they add minutes and no native path of their own: the DataLoader and
-# distributed tests (worker processes re-run the same stream code; under ASan each worker start costs
-# seconds), the pure-Python unit tests, and the benchmark harness tests.
+# would hide (parsing, streaming, uploads, cancellation, aborts, failures, retries, fork, exit, many
+# clients), plus the fuzz corpus. Left out because they add minutes and no native path of their own: the
+# DataLoader and distributed tests (worker processes re-run the same stream code; under ASan each worker
+# start costs seconds), the pure-Python unit tests, and the benchmark harness tests.
 subset=(
     tests/unit/test_list_parsing.py
     tests/fuzz
@@ -47,6 +47,8 @@ subset=(
     tests/integration/test_stream_safety.py
     tests/integration/test_random_access.py
     tests/integration/test_faults.py
+    tests/integration/test_write.py
+    tests/integration/test_write_faults.py
 )
 
 step "compiler"

@@ -494,3 +494,42 @@ def test_crt_log_never_holds_the_secret_or_the_session_token(no_credentials: Ide
     leaked_token = session.session_token in child.stderr
     assert not leaked_secret, "the CRT logged the secret access key"
     assert not leaked_token, "the CRT logged the session token"
+
+
+# --- the write path: the same checks, through a writer ------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [100, 6 * 1024 * 1024], ids=["single-put", "multipart"])
+def test_writes_with_a_wrong_secret_fail_typed_and_leave_nothing(
+    size: int, no_credentials: Identities, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import torchdata_s3
+
+    good, bad = no_credentials.user, wrong_secret(no_credentials.user)
+    url = f"s3://{BUCKET}/written/{size}.bin"
+    caplog.set_level(logging.DEBUG)
+    writer = torchdata_s3.open(
+        url,
+        "wb",
+        access_key_id=bad.access_key_id,
+        secret_access_key=bad.secret_access_key,
+        multipart_threshold_bytes=1024 * 1024,
+    )
+    with pytest.raises(S3PermissionError) as caught:
+        writer.write(b"w" * size)
+        writer.close()
+    assert caught.value.s3_error_code == "SignatureDoesNotMatch" and url in str(caught.value)
+    captured = capfd.readouterr()
+    assert_secret_free(
+        caught.value, [bad.secret_access_key, good.secret_access_key], caplog.text + captured.out
+    )
+
+    # The right keys write it; the failed attempt left no object behind.
+    signed = {"access_key_id": good.access_key_id, "secret_access_key": good.secret_access_key}
+    client = torchdata_s3.S3Client(torchdata_s3.S3Config.resolve(**signed))
+    with pytest.raises(torchdata_s3.S3FileNotFoundError):
+        client.head(url)
+    with client.open(url, "wb") as writer:
+        writer.write(b"w" * size)
+    assert client.head(url).size == size
+    client.delete(url)
