@@ -5,6 +5,7 @@ multipart upload exists."""
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 from typing import Optional
 
@@ -177,3 +178,17 @@ def test_checksums_sent_match_the_bytes(
         assert trailer[f"x-amz-checksum-{algorithm}"] == expected
         sent += part
     assert bytes(sent) == data
+
+
+@pytest.mark.parametrize(("operation", "size"), REQUESTS, ids=[name for name, _ in REQUESTS])
+def test_an_endpoint_that_stops_answering_fails_the_writer_in_bounded_time(
+    boto_s3, bucket: str, proxy: FaultProxy, operation: str, size: int
+) -> None:  # type: ignore[no-untyped-def]
+    # request_timeout_ms 3000 -> connections silent for 1 s are dropped; one retry, silent too (every
+    # attempt of every part is silenced).
+    proxy.force(Fault.NO_ANSWER, 10, eligible=operation_is(operation))
+    started = time.monotonic()
+    with pytest.raises(S3Error, match=f"s3://{bucket}/obj"):
+        write(proxy, f"s3://{bucket}/obj", payload(size, seed=2), max_retries=1, request_timeout_ms=3000)
+    assert time.monotonic() - started < 20
+    assert state_of(boto_s3, bucket) == ({}, [])
