@@ -119,6 +119,8 @@ py::tuple page_to_python(const ListObjectsPage& page) {
 PYBIND11_MODULE(_core, m) {
     m.doc() = "Native core of torchdata_s3 (private): AWS CRT S3 client, listing and object streams.";
     m.attr("__version__") = TORCHDATA_S3_VERSION;
+    m.attr("CRT_POOL_RESERVE_BYTES") = kPoolReserveBytes;
+    m.attr("CRT_MINIMUM_MEMORY_LIMIT_BYTES") = kMinimumMemoryLimitBytes;
     g_main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
 
     py::register_exception_translator([](std::exception_ptr pointer) {

@@ -7,6 +7,8 @@ from typing import Any, Optional
 from typing_extensions import Buffer as _BufferProtocol
 
 __version__: str
+CRT_POOL_RESERVE_BYTES: int
+CRT_MINIMUM_MEMORY_LIMIT_BYTES: int
 
 def set_error_factory(factory: Callable[[dict[str, Any]], BaseException]) -> None: ...
 def enable_crt_logging(level: int) -> None: ...
