@@ -65,6 +65,8 @@ void raise_request_failure(const RequestFailure& failure) {
         info["tls_endpoint"] = failure.tls_endpoint;
         info["tls_reason"] = failure.tls_reason;
         info["tls_reason_message"] = failure.tls_reason_message;
+        info["proxy"] = failure.proxy;
+        info["proxy_status"] = failure.proxy_status;
         py::object exception = py::reinterpret_borrow<py::object>(g_error_factory)(info);
         PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception.ptr())), exception.ptr());
     } catch (py::error_already_set& e) {
