@@ -4,7 +4,8 @@ inside a TLS session, and a stalled body, with data byte-exact or a typed error,
 tests/fault_proxy.py serves HTTPS (a certificate from a CA made for this module) in front of moto. A lean
 subset of tests/integration/test_faults.py: one attempt per fault, on a later part (a reused TLS session,
 the path real downloads take), and the persistent drop (a new handshake per retry, which the TLS-aware retry
-strategy must keep retrying: a dropped connection is not a certificate problem).
+strategy must keep retrying: a dropped connection is not a certificate problem). Writes join them: one PUT
+and a multipart upload over TLS, clean and with a connection dropped or an upload body cut inside TLS.
 """
 
 from __future__ import annotations
@@ -88,3 +89,28 @@ def test_connections_dropped_inside_tls_are_retried_then_fail_typed(
     assert url in str(caught.value)
     assert tls_proxy.attempts(path_of(url)) == 3  # every retry made: a drop is not a certificate problem
     assert time.monotonic() - started < 10
+
+
+# ---- writes over TLS -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [100_000, 11 * 1024 * 1024], ids=["single-put", "multipart"])
+@pytest.mark.parametrize(
+    "fault", [None, Fault.DROP, Fault.CUT_REQUEST], ids=lambda f: f.value if f else "none"
+)
+def test_writes_over_tls_land_byte_exact(
+    boto_s3, bucket: str, tls_proxy: FaultProxy, certificates: SessionCertificates, size: int, fault: Fault
+) -> None:  # type: ignore[no-untyped-def]
+    from torchdata_s3 import S3Client
+
+    data = payload(size, seed=23)
+    if fault is not None:
+        tls_proxy.force(
+            fault, 1, eligible=lambda request: request.s3_operation in ("PutObject", "UploadPart")
+        )
+    config = tls_config(tls_proxy, certificates, multipart_threshold_bytes=1024 * 1024)
+    with S3Client(config).open(f"s3://{bucket}/written", "wb") as writer:
+        writer.write(data)
+    assert boto_s3.get_object(Bucket=bucket, Key="written")["Body"].read() == data
+    assert boto_s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    assert tls_proxy.injected == ({fault: 1} if fault else {})
