@@ -104,6 +104,7 @@ class RequestRecord:
     if_match: str  # the If-Match header, "" if none
     fault: Optional[Fault]
     status: int  # status sent (or that would have been sent, for cut and stalled bodies); 0 if none
+    if_none_match: str = ""  # the If-None-Match header, "" if none
 
 
 class FaultProxy:
@@ -291,6 +292,7 @@ class FaultProxy:
                     request.headers.get("if-match", ""),
                     fault,
                     status,
+                    request.headers.get("if-none-match", ""),
                 )
             )
 
