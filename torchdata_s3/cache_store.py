@@ -4,7 +4,7 @@ Layout under ``cache_dir`` (one version folder, so a future format never misread
 
     torchdata-s3-cache-v1/
         entries/<2 hex>/<32 hex>        an object's bytes, then a footer (JSON + length + magic)
-        entries/<2 hex>/<32 hex>.lock   its writer lock (flock; empty; deleted only by clear)
+        locks/<32 hex>.lock             an entry's writer lock (flock; empty; deleted only by clear)
         tmp/<32 hex>.<pid>.<n>          entries being written, flock-ed by their writer, renamed when complete
         state, state.lock               bytes in use and hit/miss counters, updated under the lock
 
@@ -157,13 +157,21 @@ class EntryWriter:
         self.name = entry_name(bucket, key)
         self._lock_fd = lock_fd
         self.temp_path = store.temp_path(self.name)
-        self._fd = os.open(self.temp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        # Marks the temp file as having a live writer, for the clean-up of those killed mid-write.
-        fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self._fd = -1
+        self._finished = False  # committed or abandoned: later operations do nothing
         self.written = 0  # bytes handed to write()
         self._block_crcs: list[int] = []
         self._crc = 0  # of the block being written
         self._in_block = 0  # its bytes so far
+        # Creating files costs more than writing 100 kB on the development machine's disk: that too is
+        # done on the writes' thread.
+        self._writes.submit(lambda: self._guarded(self._open_now))
+
+    def _open_now(self) -> None:
+        self._store.make_folder_of(self.name)
+        self._fd = os.open(self.temp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        # Marks the temp file as having a live writer, for the clean-up of those killed mid-write.
+        fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
     def write(self, data: memoryview) -> None:
         """Appends bytes (copied first unless read-only: the caller may reuse its buffer). Raises the
@@ -178,7 +186,7 @@ class EntryWriter:
 
     def _guarded(self, operation: Callable[..., None], *arguments: object) -> None:
         """Runs one file operation on the writes' thread; a failure drops the entry."""
-        if self.error is not None or self._fd < 0:
+        if self.error is not None or self._finished:
             return
         try:
             operation(*arguments)
@@ -229,6 +237,7 @@ class EntryWriter:
         except FileNotFoundError:
             replaced = 0
         os.rename(self.temp_path, path)
+        self._finished = True
         self._release()
         self._store.added(self.written + len(tail) - replaced)
 
@@ -237,9 +246,11 @@ class EntryWriter:
         self._writes.submit(self._abandon_now)
 
     def _abandon_now(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        if not self._finished:  # not committed: the temp file goes
+            self._finished = True
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.temp_path)
         self._release()
@@ -267,8 +278,9 @@ class CacheStore:
         self._hits = self._misses = self._lookups = 0
         self._pending_bytes = 0  # added or removed here, not yet in the shared state
         self._known_bytes = 0  # the shared total when this process last saw it
-        for sub in ("entries", "tmp"):
+        for sub in ("entries", "tmp", "locks"):
             os.makedirs(os.path.join(self.root, sub), exist_ok=True)
+        self._folders: set[str] = set()  # entry folders known to exist
         self._remove_dead_temps()
 
     # -- paths --------------------------------------------------------------------------------------------
@@ -321,10 +333,8 @@ class CacheStore:
 
     def try_lock(self, bucket: str, key: str) -> Optional[int]:
         """The writer lock of (bucket, key) as an open descriptor, or None if another writer holds it."""
-        name = entry_name(bucket, key)
-        folder = os.path.dirname(self.entry_path(name))
-        os.makedirs(folder, exist_ok=True)
-        fd = os.open(os.path.join(folder, name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        path = os.path.join(self.root, "locks", entry_name(bucket, key) + ".lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -334,6 +344,13 @@ class CacheStore:
             os.close(fd)
             raise
         return fd
+
+    def make_folder_of(self, name: str) -> None:
+        """Creates the folder of entry ``name`` if this process has not seen it yet."""
+        folder = os.path.dirname(self.entry_path(name))
+        if folder not in self._folders:
+            os.makedirs(folder, exist_ok=True)
+            self._folders.add(folder)
 
     def writer(
         self,
@@ -403,6 +420,10 @@ class CacheStore:
                 for name in os.listdir(os.path.join(entries, folder)):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(os.path.join(entries, folder, name))
+            locks = os.path.join(self.root, "locks")
+            for name in os.listdir(locks):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(locks, name))
             state.update(bytes=0, hits=0, misses=0)
             self._hits = self._misses = self._pending_bytes = self._known_bytes = 0
         self._remove_dead_temps()

@@ -306,9 +306,11 @@ def test_a_process_killed_mid_write_leaves_no_entry(boto_s3, bucket: str, tmp_pa
     try:
         assert worker.stdout is not None
         assert worker.stdout.readline().strip() == "reading"
-        temps = list((tmp_path / VERSION_DIR / "tmp").iterdir())
         deadline = time.monotonic() + 30  # the writes' thread writes what the reader has received
-        while len(temps) == 1 and temps[0].stat().st_size == 0 and time.monotonic() < deadline:
+        while True:
+            temps = list((tmp_path / VERSION_DIR / "tmp").iterdir())
+            if (len(temps) == 1 and temps[0].stat().st_size > 0) or time.monotonic() > deadline:
+                break
             time.sleep(0.01)
         assert len(temps) == 1 and temps[0].stat().st_size > 0  # mid-write
         worker.send_signal(signal.SIGKILL)
