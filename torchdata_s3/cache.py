@@ -5,7 +5,7 @@ Opt in with ``cache_dir`` (and ``cache_max_bytes``) on :class:`~torchdata_s3.S3C
 ``TORCHDATA_S3_CACHE_DIR`` / ``TORCHDATA_S3_CACHE_MAX_BYTES``. For each object the loader asks the cache
 first:
 
-- **Hit**: an entry of this bucket and key whose size and CRC-32 add up. When the listing gave the object's
+- **Hit**: an entry of this bucket and key whose footer and size add up. When the listing gave the object's
   ETag, the entry's must match; otherwise a GET with ``If-None-Match: <entry's ETag>`` (started when the
   object is prefetched) asks S3: 304 Not Modified confirms the entry; a 200 is the changed object itself,
   which that same GET then delivers (and writes into a new entry). The reader gets an
@@ -13,8 +13,9 @@ first:
   S3 read, with ``bytes_fetched == 0``. Each block of the entry is checked against its CRC-32 as it is
   read; a damaged one is never returned: the entry goes, and S3 serves the rest.
 - **Miss** (no entry, a stale or corrupt one): the object is fetched as always and its bytes are written to
-  a temp file as the reader receives them, under the entry's writer lock; once the reader has received every
-  byte, from the first to the last, the entry is renamed into place. A stream closed before that (or read
+  a temp file as the reader receives them (by the cache's writes thread, :mod:`torchdata_s3.cache_writes`),
+  under the entry's writer lock; once the reader has received every byte, from the first to the last, the
+  entry is renamed into place. A stream closed before that (or read
   only in pieces, as a zip reader does) leaves no entry: the next epoch fetches it again.
 - **Another process is writing it**: the loader waits for that writer (at most ``WRITER_WAIT_S``) and then
   reads the entry; if it waited in vain, it reads from S3 without caching.
