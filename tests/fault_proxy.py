@@ -131,6 +131,7 @@ class RequestRecord:
     if_match: str  # the If-Match header, "" if none
     fault: Optional[Fault]
     status: int  # status sent (or that would have been sent, for cut and stalled bodies); 0 if none
+    if_none_match: str = ""  # the If-None-Match header, "" if none
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict)  # lower-cased names
     body: bytes = b""  # the request body as received, when the proxy records bodies
 
@@ -348,6 +349,7 @@ class FaultProxy:
                     request.headers.get("if-match", ""),
                     fault,
                     status,
+                    request.headers.get("if-none-match", ""),
                     dict(request.headers),
                     body if self.record_bodies else b"",
                 )
