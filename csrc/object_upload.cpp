@@ -5,10 +5,17 @@
 #include <aws/io/stream.h>
 #include <aws/s3/s3_client.h>
 
+#include <algorithm>
 #include <mutex>
 #include <stdexcept>
 
 namespace torchdata_s3 {
+namespace {
+
+// S3's smallest part (but the last); the CRT raises smaller part sizes of uploads to it.
+constexpr uint64_t kMinimumPartBytes = 5ull * 1024 * 1024;
+
+}  // namespace
 
 struct ObjectUpload::Shared : RequestState {
     std::string body;  // whole_body: the bytes the CRT reads, alive until the meta request shut down
@@ -207,14 +214,22 @@ void ObjectUpload::feed(const uint8_t* data, size_t size, bool eof) {
 void ObjectUpload::write(const uint8_t* data, size_t size) {
     if (request_.whole_body) throw std::logic_error("write() on an upload whose whole body was given at start");
     if (ended_) throw std::logic_error("write() after complete() or abort()");
-    if (request_.in_flight_limit_bytes != 0) {
-        std::unique_lock<std::mutex> lock(shared_->mutex);
-        shared_->changed.wait(lock, [this] {
-            return shared_->failed || bytes_written_ - shared_->acknowledged_bytes < request_.in_flight_limit_bytes;
-        });
-        if (shared_->failed) throw shared_->failure;
+    // One write may be far larger than the window (torch.save hands over a whole tensor at once): feed it a
+    // step at a time, each after the window has room, or the CRT would take it all into part buffers.
+    const size_t step = static_cast<size_t>(std::max<uint64_t>(kMinimumPartBytes, client_->options().part_size_bytes));
+    while (size != 0) {
+        if (request_.in_flight_limit_bytes != 0) {
+            std::unique_lock<std::mutex> lock(shared_->mutex);
+            shared_->changed.wait(lock, [this] {
+                return shared_->failed || bytes_written_ - shared_->acknowledged_bytes < request_.in_flight_limit_bytes;
+            });
+            if (shared_->failed) throw shared_->failure;
+        }
+        const size_t n = std::min(size, step);
+        feed(data, n, false);
+        data += n;
+        size -= n;
     }
-    if (size != 0) feed(data, size, false);
 }
 
 std::string ObjectUpload::complete() {

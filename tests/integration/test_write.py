@@ -10,6 +10,9 @@ import hashlib
 import io
 import os
 import pickle
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -231,3 +234,26 @@ def test_config_rejects_bad_write_settings() -> None:
         S3Config(write_window_bytes=0)
     with pytest.raises(ValueError, match="multipart_threshold_bytes"):
         S3Config(multipart_threshold_bytes=-1)
+
+
+def test_one_huge_write_stays_within_the_write_window(s3_endpoint: str, bucket: str) -> None:
+    # torch.save hands a whole tensor to write() at once; the writer must still hold only about the window.
+    # A fresh process, so that its peak RSS (VmHWM) measures this upload alone.
+    script = textwrap.dedent(
+        f"""
+        import os, torchdata_s3
+        def peak_mib():
+            return int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) // 1024
+        data = os.urandom(256 * 1024 * 1024)
+        before = peak_mib()
+        with torchdata_s3.open("s3://{bucket}/huge", "wb", write_window_bytes=32 * 1024 * 1024) as writer:
+            writer.write(data)
+        print(peak_mib() - before)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True
+    )
+    growth_mib = int(result.stdout.split()[-1])
+    # 32 MiB window + a part being filled + the CRT's part buffers in flight; unbounded, it was the whole 256.
+    assert growth_mib < 128, f"a 256 MiB write grew the writer's peak RSS by {growth_mib} MiB"
