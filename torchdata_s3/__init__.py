@@ -78,3 +78,12 @@ __all__ = [
 
 _core.set_error_factory(error_from_native)
 _install_functional_names()
+
+
+def __getattr__(name: str) -> object:
+    # torchdata_s3.dcp imports torch.distributed.checkpoint (seconds): only when it is first used.
+    if name == "dcp":
+        import importlib
+
+        return importlib.import_module(".dcp", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
