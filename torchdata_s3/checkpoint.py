@@ -19,6 +19,7 @@ from typing import Any, Optional
 import torch
 
 from .config import S3Config
+from .errors import S3Error
 from .opener import open as open_object
 
 __all__ = ["load", "save"]
@@ -72,10 +73,25 @@ def load(url: str, *, config: Optional[S3Config] = None, **keywords: Any) -> Any
 
     Raises:
         InvalidS3UrlError: a malformed URL. IsADirectoryError: the URL names a prefix.
-        S3FileNotFoundError: no such object or bucket. S3Error and its subclasses: a failed request.
+        S3FileNotFoundError: no such object or bucket. S3Error and its subclasses: a failed request, also
+            one that fails while torch reads a tensor's bytes.
         Whatever ``torch.load`` raises for what it reads (e.g. ``pickle.UnpicklingError`` when
         ``weights_only=True`` meets a type it does not allow).
     """
     s3, torch_keywords = split_keywords(keywords, S3_OPTION_NAMES)
     with open_object(url, "rb", config=config, **s3) as stream:
+        return torch_load(stream, **torch_keywords)
+
+
+def torch_load(stream: Any, **torch_keywords: Any) -> Any:
+    """``torch.load(stream, ...)``, raising a failed read's S3Error as itself.
+
+    torch's zip reader (C++) calls back into Python with a failed read's exception still set, which CPython
+    reports as a SystemError caused by it; this raises the read's own, typed, error instead.
+    """
+    try:
         return torch.load(stream, **torch_keywords)
+    except SystemError as error:
+        if isinstance(error.__cause__, S3Error):
+            raise error.__cause__ from None
+        raise

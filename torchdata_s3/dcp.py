@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, Union
 
-import torch
 from torch.distributed._shard._utils import narrow_tensor_by_index
 from torch.distributed.checkpoint.filesystem import (
     CURRENT_DCP_VERSION,
@@ -43,6 +42,7 @@ from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPla
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
+from .checkpoint import torch_load
 from .client import S3Client
 from .config import S3Config
 from .dcp_filesystem import S3FileSystem, checkpoint_url
@@ -257,7 +257,7 @@ class S3StorageReader(FileSystemReader):
                     continue
                 if not piece.seekable():  # torch.load seeks
                     piece = io.BytesIO(piece.read())
-                saved = torch.load(piece, map_location="cpu", weights_only=True)
+                saved = torch_load(piece, map_location="cpu", weights_only=True)
                 wanted = narrow_tensor_by_index(saved, item.storage_offsets, item.lengths)
                 with planner_lock:
                     target = planner.resolve_tensor(item).detach()

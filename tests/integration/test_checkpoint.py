@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import io
 import pickle
+import re
 
 import pytest
 import torch
 
 import torchdata_s3
+from tests.fault_proxy import Fault, FaultProxy, ProxiedRequest
+from tests.s3_server import MotoServer
 
 pytestmark = pytest.mark.integration
+
+PART = 8 * 1024 * 1024
 
 
 def assert_same(loaded: object, saved: object) -> None:
@@ -115,3 +120,24 @@ def test_bad_urls_are_refused_before_any_request(url: str, s3_endpoint: str) -> 
     assert url in str(refused.value)
     with pytest.raises((torchdata_s3.InvalidS3UrlError, IsADirectoryError)):
         torchdata_s3.load(url)
+
+
+def starts_past_the_first_part(request: ProxiedRequest) -> bool:
+    ranged = re.match(r"bytes=(\d+)-", request.headers.get("range", ""))
+    return request.is_get_object and ranged is not None and int(ranged.group(1)) >= PART
+
+
+def test_a_read_failing_while_torch_reads_a_tensor_raises_the_typed_error(
+    bucket: str, moto_server: MotoServer
+) -> None:
+    url = f"s3://{bucket}/large.pt"
+    state = {"first": torch.ones(PART // 4), "second": torch.zeros(PART // 4)}  # 16 MiB: three parts
+    torchdata_s3.save(state, url)
+    with FaultProxy(moto_server.port) as proxy:
+        # The head of the object and its tail (the zip directory) arrive; every part after the first is
+        # dropped, so torch's C++ reader meets the failure in the middle of the first tensor.
+        proxy.force(Fault.DROP, count=1000, eligible=starts_past_the_first_part)
+        with pytest.raises(torchdata_s3.S3NetworkError) as failed:
+            torchdata_s3.load(url, endpoint_url=proxy.endpoint_url, part_size_bytes=PART, max_retries=0)
+    assert url in str(failed.value)
+    assert proxy.injected[Fault.DROP] >= 1
