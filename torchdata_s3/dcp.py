@@ -64,8 +64,9 @@ class S3StorageWriter(FileSystemWriter):
     ``dcp.save(state_dict, storage_writer=S3StorageWriter("s3://bucket/checkpoints/step-100"))``.
 
     Every rank uploads its own shards, `thread_count` objects at a time, each as a streamed (multipart)
-    upload with its parts in parallel; memory is bounded by the writers' parts in flight. The coordinator
-    writes ``.metadata`` once every rank's objects are committed (see the module docstring).
+    upload with its parts in parallel; each writer holds at most about ``multipart_threshold_bytes +
+    part_size_bytes + write_window_bytes`` (see :mod:`torchdata_s3.writer`), beside the state dict itself.
+    The coordinator writes ``.metadata`` once every rank's objects are committed (see the module docstring).
 
     Args:
         url: the checkpoint's prefix, ``s3://bucket/path`` (a trailing ``/`` is ignored).

@@ -13,9 +13,11 @@ import pytest
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
+from tests.fault_proxy import Fault, FaultProxy
 from tests.integration.dcp_state import assert_holds, state_dict
 from tests.readme import readme_example
-from torchdata_s3 import InvalidS3UrlError, S3ObjectExistsError
+from tests.s3_server import MotoServer
+from torchdata_s3 import InvalidS3UrlError, S3NetworkError, S3ObjectExistsError
 from torchdata_s3.dcp import S3StorageReader, S3StorageWriter
 
 pytestmark = [
@@ -125,6 +127,23 @@ def test_an_interrupted_save_leaves_no_checkpoint_and_load_says_so(boto_s3, buck
     message = str(the_error(refused.value))
     for name in (".metadata", "__0.metadata"):
         assert f"GetObject {url}/{name} failed: {url} holds no complete checkpoint" in message, message
+
+
+# torch's writer threads let the failure escape (S3StorageWriter collects it and raises it from dcp.save).
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_an_upload_failing_mid_save_leaves_no_checkpoint(
+    boto_s3, bucket: str, moto_server: MotoServer
+) -> None:  # type: ignore[no-untyped-def]
+    url = f"s3://{bucket}/dropped"
+    with FaultProxy(moto_server.port) as proxy:
+        # One of the save's two data objects (thread_count=2) loses its connection, with no retry left.
+        proxy.force(Fault.DROP, count=1, eligible=lambda request: request.s3_operation == "PutObject")
+        writer = S3StorageWriter(url, endpoint_url=proxy.endpoint_url, max_retries=0)
+        with pytest.raises(CheckpointException) as failed:
+            dcp.save(state_dict(1), storage_writer=writer, no_dist=True)
+    assert isinstance(the_error(failed.value), S3NetworkError), the_error(failed.value)
+    assert proxy.injected[Fault.DROP] == 1
+    assert keys(boto_s3, bucket, "dropped/") == []  # the other object: never committed, or deleted
 
 
 def test_a_checkpoint_url_must_be_an_s3_url_and_a_checksum_one_the_writer_knows() -> None:
