@@ -1,6 +1,7 @@
 // Python bindings: only binding. Blocking waits release the GIL; the GIL is held only to build Python
 // objects. Failures reach Python through an error factory that the Python package installs, so the
 // mapping from S3 errors to exception classes stays Python policy.
+#include <aws/checksums/crc.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "body_request.h"
+#include "buffer_view.h"
 #include "crt_runtime.h"
 #include "gil_release.h"
 #include "list_objects.h"
@@ -98,11 +100,8 @@ CredentialsSource credentials_source_from(const std::string& name) {
 }
 
 std::string copy_of_buffer(const py::object& data) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) throw py::error_already_set();
-    std::string copy(static_cast<const char*>(view.buf), static_cast<size_t>(view.len));
-    PyBuffer_Release(&view);
-    return copy;
+    BufferView view(data);
+    return std::string(reinterpret_cast<const char*>(view.data()), view.size());
 }
 
 py::tuple page_to_python(const ListObjectsPage& page) {
@@ -120,6 +119,8 @@ py::tuple page_to_python(const ListObjectsPage& page) {
 PYBIND11_MODULE(_core, m) {
     m.doc() = "Native core of torchdata_s3 (private): AWS CRT S3 client, listing and object streams.";
     m.attr("__version__") = TORCHDATA_S3_VERSION;
+    m.attr("CRT_POOL_RESERVE_BYTES") = kPoolReserveBytes;
+    m.attr("CRT_MINIMUM_MEMORY_LIMIT_BYTES") = kMinimumMemoryLimitBytes;
     g_main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
 
     py::register_exception_translator([](std::exception_ptr pointer) {
@@ -143,6 +144,23 @@ PYBIND11_MODULE(_core, m) {
         "parse_list_objects_v2",
         [](const py::bytes& document) { return page_to_python(parse_list_objects_v2(document)); }, py::arg("document"),
         "Parses a ListObjectsV2 XML document (for tests and fuzzing).");
+    m.def(
+        "crc32c",
+        [](const py::object& data, uint32_t previous) {
+            BufferView view(data);
+            GilRelease release;
+            return aws_checksums_crc32c_ex(view.data(), view.size(), previous);
+        },
+        py::arg("data"), py::arg("previous") = 0,
+        "The CRT's CRC32C of a bytes-like object (S3's x-amz-checksum-crc32c).");
+    m.def(
+        "crc64nvme",
+        [](const py::object& data, uint64_t previous) {
+            BufferView view(data);
+            GilRelease release;
+            return aws_checksums_crc64nvme_ex(view.data(), view.size(), previous);
+        },
+        py::arg("data"), py::arg("previous") = 0, "The CRT's CRC64NVME of a bytes-like object.");
     m.def("encode_path", &S3Client::encode_path, py::arg("key"), "URI-encodes an object key as a path, CRT rules.");
 
     bind_object_stream(m);

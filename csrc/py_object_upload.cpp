@@ -1,27 +1,9 @@
 #include "py_object_upload.h"
 
+#include "buffer_view.h"
 #include "gil_release.h"
 
 namespace torchdata_s3 {
-namespace {
-
-// A contiguous, read-only view of any bytes-like object, released with the GIL held.
-class BufferView {
-public:
-    explicit BufferView(const py::object& data) {
-        if (PyObject_GetBuffer(data.ptr(), &view_, PyBUF_SIMPLE) != 0) throw py::error_already_set();
-    }
-    ~BufferView() { PyBuffer_Release(&view_); }
-    BufferView(const BufferView&) = delete;
-    BufferView& operator=(const BufferView&) = delete;
-    const uint8_t* data() const { return static_cast<const uint8_t*>(view_.buf); }
-    size_t size() const { return static_cast<size_t>(view_.len); }
-
-private:
-    Py_buffer view_;
-};
-
-}  // namespace
 
 ObjectUpload& PyObjectUpload::upload() const {
     if (!upload_->usable_here()) {

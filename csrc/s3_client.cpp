@@ -23,9 +23,6 @@
 namespace torchdata_s3 {
 namespace {
 
-// Of its memory limit, aws-c-s3's default buffer pool keeps this much for itself.
-constexpr uint64_t kPoolReserveBytes = 128ull * 1024 * 1024;
-
 // How long a client's destruction waits for the CRT to wind down its connections and threads.
 constexpr std::chrono::milliseconds kShutdownLimit(10000);
 

@@ -61,6 +61,11 @@ struct ClientOptions {
     uint16_t event_loop_threads = 0;
 };
 
+// aws-c-s3's default buffer pool: of its memory limit it keeps this much for itself, and it refuses a limit
+// below the minimum. Private constants of the CRT, restated once here (Python reads them from the module).
+constexpr uint64_t kPoolReserveBytes = 128ull * 1024 * 1024;
+constexpr uint64_t kMinimumMemoryLimitBytes = 256ull * 1024 * 1024;
+
 class S3Client {
 public:
     explicit S3Client(ClientOptions options);

@@ -33,9 +33,10 @@ class Fault(str, enum.Enum):
     CUT_BODY = "cut_body"  # forward the answer's headers (true Content-Length) and half its body, then close
     STALL_BODY = "stall_body"  # forward the headers and half the body, then send nothing more
     NO_ANSWER = "no_answer"  # read the request, then send nothing at all
-    CUT_REQUEST = (
-        "cut_request"  # read the request's headers and half its body, then close (an upload cut off)
-    )
+    # Read the request's headers and half its body, then close (an upload cut off).
+    CUT_REQUEST = "cut_request"
+    # Forward the request with the middle byte of its body inverted (corruption on the way).
+    FLIP_REQUEST_BYTE = "flip_request_byte"
 
 
 # Faults applied while the request is still arriving.
@@ -128,6 +129,8 @@ class RequestRecord:
     if_match: str  # the If-Match header, "" if none
     fault: Optional[Fault]
     status: int  # status sent (or that would have been sent, for cut and stalled bodies); 0 if none
+    headers: Mapping[str, str] = dataclasses.field(default_factory=dict)  # lower-cased names
+    body: bytes = b""  # the request body as received, when the proxy records bodies
 
 
 class FaultProxy:
@@ -154,6 +157,7 @@ class FaultProxy:
         self._forced: collections.deque[Fault] = collections.deque()
         self._injected: collections.Counter[Fault] = collections.Counter()
         self._records: list[RequestRecord] = []
+        self.record_bodies = False  # keep each request's body in its record (uploads are checked at the wire)
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
         self._threads: list[threading.Thread] = []
@@ -307,7 +311,9 @@ class FaultProxy:
                     return fault
             return None
 
-    def _record(self, request: ProxiedRequest, fault: Optional[Fault], status: int) -> None:
+    def _record(
+        self, request: ProxiedRequest, fault: Optional[Fault], status: int, body: bytes = b""
+    ) -> None:
         with self._lock:
             if fault is not None:
                 self._injected[fault] += 1
@@ -320,6 +326,8 @@ class FaultProxy:
                     request.headers.get("if-match", ""),
                     fault,
                     status,
+                    dict(request.headers),
+                    body if self.record_bodies else b"",
                 )
             )
 
@@ -329,6 +337,9 @@ class FaultProxy:
         """Answers one request (with `fault`, if any); returns whether the connection stays open."""
         if self.latency_s:
             self._stopping.wait(self.latency_s)
+        if fault is Fault.FLIP_REQUEST_BYTE and body:
+            middle = len(body) // 2
+            body = body[:middle] + bytes([body[middle] ^ 0xFF]) + body[middle + 1 :]
         if fault in (Fault.DROP, Fault.NO_ANSWER):
             self._record(request, fault, 0)
             if fault is Fault.NO_ANSWER:
@@ -355,7 +366,7 @@ class FaultProxy:
         if fault in _NEEDS_UPSTREAM and len(payload) < 2:
             fault = None  # nothing to cut: the answer goes through whole and no fault is counted
         head = _response_head(status, reason, headers, length)
-        self._record(request, fault, status)
+        self._record(request, fault, status, body)
         if fault is None:
             connection.sendall(head + payload)
             return _keeps_alive(request)

@@ -10,11 +10,14 @@ from typing import Any, Optional
 from urllib.parse import unquote, urlsplit
 from urllib.request import proxy_bypass_environment
 
+from . import _core
+
 __all__ = ["S3Config", "event_loop_threads"]
 
 MiB = 1024 * 1024
-_CRT_MIN_MEMORY_LIMIT = 256 * MiB  # aws-c-s3 refuses smaller buffer pools
-_CRT_POOL_RESERVE = 128 * MiB  # of the memory limit, aws-c-s3's buffer pool keeps this much for itself
+# aws-c-s3's buffer pool refuses smaller memory limits, and keeps the reserve of its limit for itself.
+_CRT_MIN_MEMORY_LIMIT = _core.CRT_MINIMUM_MEMORY_LIMIT_BYTES
+_CRT_POOL_RESERVE = _core.CRT_POOL_RESERVE_BYTES
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}

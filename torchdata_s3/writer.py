@@ -12,6 +12,10 @@ upload:
 - ``close()`` commits: the object appears only then, whole. An exception inside ``with``, :meth:`abort`,
   or a writer dropped without ``close()`` aborts instead: the multipart upload is aborted on the server and
   no object (and no half of one) appears.
+- Waits: ``request_timeout_ms`` does not bound an upload (a part on a slow link may take longer than a
+  response may pause). A connection that moves no byte for a while is dropped by the CRT and its request
+  retried (``max_retries``), so a dead endpoint still ends in a typed error; ``abort()`` waits at most
+  ``request_timeout_ms`` for the server to confirm.
 """
 
 from __future__ import annotations
@@ -232,8 +236,11 @@ class S3ObjectWriter(io.BufferedWriter):
             self.close()
 
     def __del__(self) -> None:
+        # Not io's close() (that would commit a half-written object): abort, quietly (nothing can be
+        # reported from a finaliser, and at interpreter exit the native module may be gone already).
         if getattr(self, "_uploader", None) is not None and not self.closed:
-            self.abort()
+            with contextlib.suppress(Exception):
+                self.abort()
 
     def __repr__(self) -> str:
         return f"<S3ObjectWriter {self.url}>"

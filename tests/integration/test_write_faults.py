@@ -5,7 +5,9 @@ multipart upload exists."""
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
+from typing import Optional
 
 import pytest
 
@@ -44,9 +46,11 @@ def is_upload(request: ProxiedRequest) -> bool:
     )
 
 
-def write(proxy: FaultProxy, url: str, data: bytes, **options: object) -> None:
+def write(
+    proxy: FaultProxy, url: str, data: bytes, checksum: Optional[str] = None, **options: object
+) -> None:
     config = S3Config.resolve(endpoint_url=proxy.endpoint_url, multipart_threshold_bytes=MiB, **options)
-    with S3Client(config).open(url, "wb") as writer:
+    with S3Client(config).open(url, "wb", checksum=checksum) as writer:
         writer.write(data)
 
 
@@ -121,3 +125,70 @@ def test_random_faults_on_many_uploads_never_leave_a_wrong_or_partial_object(
     objects, pending = state_of(boto_s3, bucket)
     assert pending == []
     assert objects == written, f"{failed} writers raised; every other object must be there, byte-exact"
+
+
+# ---- checksums, checked at the wire (moto does not verify them; S3 does) --------------------------------
+
+
+def decode_aws_chunked(body: bytes) -> tuple[bytes, dict[str, str]]:
+    """The payload and the trailer of an ``aws-chunked`` request body (unsigned chunks, as the CRT sends)."""
+    payload, rest = bytearray(), body
+    while True:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        payload += rest[:size]
+        assert rest[size : size + 2] == b"\r\n"
+        rest = rest[size + 2 :]
+    trailer = {}
+    for line in rest.split(b"\r\n"):
+        if line:
+            name, _, value = line.decode().partition(":")
+            trailer[name.strip().lower()] = value.strip()
+    return bytes(payload), trailer
+
+
+@pytest.mark.parametrize("algorithm", ["crc32c", "crc64nvme"])
+@pytest.mark.parametrize("size", [SINGLE_SIZE, MULTIPART_SIZE], ids=["single-put", "multipart"])
+def test_checksums_sent_match_the_bytes(
+    boto_s3, bucket: str, proxy: FaultProxy, algorithm: str, size: int
+) -> None:  # type: ignore[no-untyped-def]
+    import base64
+
+    from torchdata_s3 import _core
+
+    proxy.record_bodies = True
+    data = payload(size, seed=9)
+    write(proxy, f"s3://{bucket}/sum", data, checksum=algorithm)
+    assert state_of(boto_s3, bucket) == ({"sum": data}, [])
+
+    compute, width = (_core.crc32c, 4) if algorithm == "crc32c" else (_core.crc64nvme, 8)
+    sent = bytearray()
+    uploads = [r for r in proxy.records if r.method == "PUT" and r.status == 200]
+    assert uploads
+    # Parts travel in parallel: put them back in order (a single PutObject has no part number).
+    uploads.sort(
+        key=lambda r: int(dict(p.partition("=")[::2] for p in r.query.split("&")).get("partNumber", 0))
+    )
+    for record in uploads:
+        assert record.headers.get("x-amz-trailer") == f"x-amz-checksum-{algorithm}"
+        part, trailer = decode_aws_chunked(record.body)
+        expected = base64.b64encode(compute(part).to_bytes(width, "big")).decode()
+        assert trailer[f"x-amz-checksum-{algorithm}"] == expected
+        sent += part
+    assert bytes(sent) == data
+
+
+@pytest.mark.parametrize(("operation", "size"), REQUESTS, ids=[name for name, _ in REQUESTS])
+def test_an_endpoint_that_stops_answering_fails_the_writer_in_bounded_time(
+    boto_s3, bucket: str, proxy: FaultProxy, operation: str, size: int
+) -> None:  # type: ignore[no-untyped-def]
+    # request_timeout_ms 3000 -> connections silent for 1 s are dropped; one retry, silent too (every
+    # attempt of every part is silenced).
+    proxy.force(Fault.NO_ANSWER, 10, eligible=operation_is(operation))
+    started = time.monotonic()
+    with pytest.raises(S3Error, match=f"s3://{bucket}/obj"):
+        write(proxy, f"s3://{bucket}/obj", payload(size, seed=2), max_retries=1, request_timeout_ms=3000)
+    assert time.monotonic() - started < 20
+    assert state_of(boto_s3, bucket) == ({}, [])
