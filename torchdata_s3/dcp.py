@@ -156,7 +156,9 @@ class S3StorageWriter(FileSystemWriter):
         metadata.storage_meta = self.storage_meta()
         ours = {self.fs.concat_path(self.path, info.relative_path) for info in storage_data.values()}
         try:
-            with self.fs.client.open(self._metadata_url(), "wb", overwrite=self.overwrite) as stream:
+            with self.fs.client.open(
+                self._metadata_url(), "wb", overwrite=self.overwrite, checksum=self.fs.checksum
+            ) as stream:
                 pickle.dump(metadata, stream)
         except BaseException:
             self._delete_quietly(ours)

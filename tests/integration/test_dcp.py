@@ -146,6 +146,17 @@ def test_an_upload_failing_mid_save_leaves_no_checkpoint(
     assert keys(boto_s3, bucket, "dropped/") == []  # the other object: never committed, or deleted
 
 
+def test_every_object_of_a_save_carries_the_checksum(bucket: str, moto_server: MotoServer) -> None:
+    # moto does not verify checksum trailers: the wire shows whether one was sent.
+    with FaultProxy(moto_server.port) as proxy:
+        writer = S3StorageWriter(f"s3://{bucket}/summed", endpoint_url=proxy.endpoint_url, checksum="crc32c")
+        dcp.save(state_dict(1), storage_writer=writer, no_dist=True)
+    puts = {record.path.rsplit("/", 1)[1]: record for record in proxy.records if record.method == "PUT"}
+    assert ".metadata" in puts and sum(name.endswith(".distcp") for name in puts) == 2, sorted(puts)
+    for name, record in puts.items():
+        assert record.headers.get("x-amz-trailer") == "x-amz-checksum-crc32c", (name, record.headers)
+
+
 def test_a_checkpoint_url_must_be_an_s3_url_and_a_checksum_one_the_writer_knows() -> None:
     with pytest.raises(ValueError, match="checksum"):
         S3StorageWriter("s3://bucket/checkpoint", checksum="md5")
