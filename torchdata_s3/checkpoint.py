@@ -87,11 +87,15 @@ def torch_load(stream: Any, **torch_keywords: Any) -> Any:
     """``torch.load(stream, ...)``, raising a failed read's S3Error as itself.
 
     torch's zip reader (C++) calls back into Python with a failed read's exception still set, which CPython
-    reports as a SystemError caused by it; this raises the read's own, typed, error instead.
+    reports as another exception caused by it: mostly ``SystemError: ... returned a result with an exception
+    set``, once seen as an AttributeError. This raises the read's own, typed, error instead.
     """
     try:
         return torch.load(stream, **torch_keywords)
-    except SystemError as error:
-        if isinstance(error.__cause__, S3Error):
-            raise error.__cause__ from None
+    except S3Error:
+        raise
+    except Exception as error:
+        failed_read = error.__cause__ or error.__context__
+        if isinstance(failed_read, S3Error):
+            raise failed_read from None
         raise
