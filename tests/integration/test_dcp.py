@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
@@ -155,6 +156,15 @@ def test_every_object_of_a_save_carries_the_checksum(bucket: str, moto_server: M
     assert ".metadata" in puts and sum(name.endswith(".distcp") for name in puts) == 2, sorted(puts)
     for name, record in puts.items():
         assert record.headers.get("x-amz-trailer") == "x-amz-checksum-crc32c", (name, record.headers)
+
+
+def test_loading_into_a_tensor_of_another_shape_is_refused_by_torch(bucket: str) -> None:
+    url = f"s3://{bucket}/shaped"
+    dcp.save({"weight": torch.ones(8, 4)}, storage_writer=S3StorageWriter(url), no_dist=True)
+    with pytest.raises(CheckpointException) as refused:
+        dcp.load({"weight": torch.zeros(8, 2)}, storage_reader=S3StorageReader(url), no_dist=True)
+    error = the_error(refused.value)
+    assert isinstance(error, ValueError) and "Size mismatch between saved" in str(error), error
 
 
 def test_a_checkpoint_url_must_be_an_s3_url_and_a_checksum_one_the_writer_knows() -> None:
