@@ -46,6 +46,7 @@ FULL = {
     "parquet_size_mib": 64,
     "zip_size_mib": 256,
     "content_check": "every",
+    "epochs": 2,
 }
 # The newcomer's first run: the headline workloads, at sizes where the slowest peer on `s3like` (a request
 # at a time, 30 ms each) still finishes each run in seconds. Ratios hold at these sizes; the full suite's
@@ -104,6 +105,7 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--small-count", type=int, help="[default run: 150; --full: 2000]")
     p.add_argument("--small-size-kb", type=int)
     p.add_argument("--list-count", type=int)
+    p.add_argument("--epochs", type=int, help="epochs of the epochs workload, at least 2 [2]")
     p.add_argument("--stream-size-mib", type=int, help="the stream workload's one object [1024]")
     p.add_argument("--image-count", type=int, help="JPEG objects of the images workload [400]")
     p.add_argument("--parquet-size-mib", type=int, help="the random workload's Parquet file [64]")
@@ -138,6 +140,8 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     unknown = set(args.workloads.split(",")) - set(WORKLOADS)
     if unknown:
         p.error(f"unknown workloads {sorted(unknown)}; choose from {', '.join(WORKLOADS)}")
+    if args.epochs < 2:
+        p.error(f"--epochs must be at least 2 (the first fills the caches), got {args.epochs}")
     return args
 
 
@@ -146,14 +150,15 @@ NO_PRIVATE_CA = {
     "torchdata-original": "its aws-sdk-cpp (libcurl) reads no CA variable and fails with curlCode 60",
 }
 
-IMAGES_NUM_WORKERS = 2  # the DataLoader with workers, on this 2-core machine
+IMAGES_NUM_WORKERS = 2
+MiB = 1024 * 1024  # the DataLoader with workers, on this 2-core machine
 
 
 def build_cases(args: argparse.Namespace, endpoint_url: str, manifests: dict) -> list[Case]:
     cases = []
     for name in args.workloads.split(","):
         workload = WORKLOADS[name]
-        manifest = manifests[workload.dataset]
+        manifest = manifests[workload.datasets[0]]
         base = {
             "endpoint_url": endpoint_url,
             "bucket": args.bucket,
@@ -189,6 +194,22 @@ def build_cases(args: argparse.Namespace, endpoint_url: str, manifests: dict) ->
                     else f"zip: {len(picks['members'])} members"
                 )
                 cases.append(case(variant, context, items, picks["digest"]))
+        elif name == "epochs":
+            for dataset in workload.datasets:
+                manifest = manifests[dataset]
+                context = Context(
+                    endpoint_url=endpoint_url,
+                    bucket=args.bucket,
+                    prefix=f"{manifest.spec_name}/",
+                    keys=manifest.keys,
+                    sizes=manifest.sizes,
+                    epochs=args.epochs,
+                    local_dir=str(Path(args.data_dir).resolve()),
+                )
+                size = manifest.sizes[0]
+                shown = f"{size // MiB} MiB" if size >= MiB else f"{size // 1000} kB"
+                variant = f"{dataset} objects ({len(manifest.keys)} x {shown}), {args.epochs} epochs"
+                cases.append(case(variant, context, len(manifest.keys), manifest.digest))
         else:
             cases.append(case("", Context(**base), len(manifest.keys), manifest.digest))
     return cases
@@ -222,7 +243,7 @@ def ensure_datasets(args: argparse.Namespace) -> dict:
         "images": datasets.images_spec(args.image_count),
         "random": datasets.random_spec(args.parquet_size_mib, args.zip_size_mib),
     }
-    needed = {WORKLOADS[w].dataset for w in args.workloads.split(",")}
+    needed = {dataset for w in args.workloads.split(",") for dataset in WORKLOADS[w].datasets}
     args.data_dir.mkdir(parents=True, exist_ok=True)
     return {
         name: datasets.ensure_dataset(args.data_dir, spec) for name, spec in specs.items() if name in needed

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -177,6 +178,9 @@ def ensure_dataset(root: Path, spec: DatasetSpec) -> Manifest:
         cached = Manifest(**json.loads(manifest_path.read_text()))
         if cached.parameters == spec.parameters and all((bucket_dir / k).exists() for k in cached.keys[:5]):
             return cached
+    # Objects of an earlier generation with other parameters would otherwise stay under the prefix, and a
+    # client that lists it (ours in `text` and `epochs`) would read them too.
+    shutil.rmtree(bucket_dir / spec.name, ignore_errors=True)
     total = spec.parameters.get("shards") or spec.parameters.get("count") or 2
     with tqdm(total=total, desc=f"generating {spec.name}", unit="obj", leave=False) as bar:
         if spec.name == "text":

@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
-from benchmarks.clients import CEILING, OURS, OURS_VARIANTS
+from benchmarks.clients import CEILINGS, OURS, OURS_VARIANTS
 
 
 def plot(document: dict[str, Any], directory: Path) -> list[Path]:
@@ -33,7 +33,7 @@ def plot(document: dict[str, Any], directory: Path) -> list[Path]:
                 else "navajowhite"
                 if c in OURS_VARIANTS
                 else "tab:gray"
-                if c == CEILING
+                if c in CEILINGS
                 else "tab:blue"
                 for c in clients
             ]

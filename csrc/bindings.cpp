@@ -65,6 +65,8 @@ void raise_request_failure(const RequestFailure& failure) {
         info["tls_endpoint"] = failure.tls_endpoint;
         info["tls_reason"] = failure.tls_reason;
         info["tls_reason_message"] = failure.tls_reason_message;
+        info["proxy"] = failure.proxy;
+        info["proxy_status"] = failure.proxy_status;
         py::object exception = py::reinterpret_borrow<py::object>(g_error_factory)(info);
         PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception.ptr())), exception.ptr());
     } catch (py::error_already_set& e) {
@@ -242,7 +244,8 @@ PYBIND11_MODULE(_core, m) {
             "get_object",
             [](std::shared_ptr<S3Client> client, const std::string& bucket, const std::string& key,
                std::optional<std::pair<uint64_t, uint64_t>> byte_range, uint64_t suffix_bytes,
-               const std::string& if_match, uint64_t window_bytes, uint32_t timeout_ms, uint64_t part_size_bytes) {
+               const std::string& if_match, const std::string& if_none_match, uint64_t window_bytes,
+               uint32_t timeout_ms, uint64_t part_size_bytes) {
                 GetObjectRequest request;
                 request.bucket = bucket;
                 request.key = key;
@@ -256,6 +259,7 @@ PYBIND11_MODULE(_core, m) {
                     throw py::value_error("byte_range and suffix_bytes exclude each other");
                 request.suffix_bytes = suffix_bytes;
                 request.if_match = if_match;
+                request.if_none_match = if_none_match;
                 request.window_bytes = window_bytes;
                 request.timeout_ms = timeout_ms;
                 request.part_size_bytes = part_size_bytes;
@@ -267,10 +271,10 @@ PYBIND11_MODULE(_core, m) {
                 return PyObjectStream(std::move(stream), "s3://" + bucket + "/" + key);
             },
             py::arg("bucket"), py::arg("key"), py::kw_only(), py::arg("byte_range") = py::none(),
-            py::arg("suffix_bytes") = 0, py::arg("if_match") = "", py::arg("window_bytes") = 0,
-            py::arg("timeout_ms") = 0, py::arg("part_size_bytes") = 0,
+            py::arg("suffix_bytes") = 0, py::arg("if_match") = "", py::arg("if_none_match") = "",
+            py::arg("window_bytes") = 0, py::arg("timeout_ms") = 0, py::arg("part_size_bytes") = 0,
             "Starts a GetObject (whole, byte_range=(first, last) inclusive, or the last suffix_bytes; if_match: only "
-            "this ETag) and returns its stream at once.")
+            "this ETag; if_none_match: fail with HTTP 304 if still this ETag) and returns its stream at once.")
         .def(
             "put_object",
             [](std::shared_ptr<S3Client> client, const std::string& bucket, const std::string& key,

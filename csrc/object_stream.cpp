@@ -233,6 +233,7 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     // The CRT adds If-Match to the parts after the first itself; a re-fetch of an object already seen asks
     // for the same version from its first request on.
     if (!req.if_match.empty()) add_header("If-Match", req.if_match);
+    if (!req.if_none_match.empty()) add_header("If-None-Match", req.if_none_match);
 
     aws_s3_meta_request_options options = {};
     options.type = AWS_S3_META_REQUEST_TYPE_GET_OBJECT;

@@ -30,6 +30,7 @@ struct GetObjectRequest {
     uint64_t range_end_inclusive = 0;
     uint64_t suffix_bytes = 0;     // nonzero: only the object's last `suffix_bytes` (Range: bytes=-N)
     std::string if_match;          // nonzero length: the object must still carry this ETag (else HTTP 412)
+    std::string if_none_match;     // nonzero length: fails with HTTP 304 if the object still carries this ETag
     uint64_t window_bytes = 0;     // bytes the stream may buffer ahead of the reader; 0: the client's default
     uint32_t timeout_ms = 0;       // longest wait for the next byte; 0: no limit
     uint64_t part_size_bytes = 0;  // 0: the client's part size

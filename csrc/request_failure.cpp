@@ -5,6 +5,7 @@
 #include <aws/common/xml_parser.h>
 #include <aws/s3/s3_client.h>
 
+#include "proxy_tunnel.h"
 #include "tls_failures.h"
 #include "xml_text.h"
 
@@ -67,6 +68,11 @@ RequestFailure RequestFailure::from_result(const aws_s3_meta_request_result& res
         failure.tls_endpoint = std::move(handshake.endpoint);
         failure.tls_reason = std::move(handshake.reason_name);
         failure.tls_reason_message = std::move(handshake.reason_message);
+    }
+    if (failure.crt_error_name.rfind("AWS_ERROR_HTTP_PROXY_CONNECT_FAILED", 0) == 0) {
+        ProxyRefusal refusal = latest_proxy_refusal();
+        failure.proxy = std::move(refusal.proxy);
+        failure.proxy_status = refusal.status;
     }
     return failure;
 }

@@ -33,6 +33,9 @@ struct RequestFailure : std::exception {
     std::string tls_endpoint;
     std::string tls_reason;  // e.g. "S2N_ERR_CERT_UNTRUSTED"
     std::string tls_reason_message;
+    // For a refused CONNECT: the latest refusing proxy ("host:port") and its answer (see proxy_tunnel.h).
+    std::string proxy;
+    int proxy_status = 0;
 
     const char* what() const noexcept override;
 

@@ -18,7 +18,9 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "proxy_tunnel.h"
 #include "single_attempt_retry.h"
+#include "tls_handshake_hook.h"
 
 namespace torchdata_s3 {
 namespace {
@@ -113,7 +115,10 @@ S3Client::S3Client(ClientOptions options)
     } catch (...) {
         // The destructor does not run for a half-built object: give back what was made so far.
         aws_credentials_provider_release(credentials_);
-        if (tls_ctx_) aws_tls_ctx_release(tls_ctx_);
+        if (tls_ctx_) {
+            forget_tls_context(tls_ctx_);
+            aws_tls_ctx_release(tls_ctx_);
+        }
         throw;
     }
 }
@@ -163,7 +168,7 @@ void S3Client::create_client() {
         aws_tls_connection_options_init_from_ctx(&tls_connection, tls_ctx_);
         const uint16_t port = options_.endpoint_port != 0 ? options_.endpoint_port : 443;
         tls_watch_.reset(new TlsHandshakeWatch(options_.endpoint_host + ":" + std::to_string(port)));
-        tls_watch_->watch(&tls_connection);
+        watch_tls_context(tls_ctx_, tls_watch_.get());
         config.tls_mode = AWS_MR_TLS_ENABLED;
         config.tls_connection_options = &tls_connection;
     } else {
@@ -183,7 +188,11 @@ void S3Client::create_client() {
         retry_strategy = aws_retry_strategy_new_standard(alloc, &standard);
     }
     if (retry_strategy && use_tls) {
-        aws_retry_strategy* wrapped = new_tls_aware_retry_strategy(alloc, retry_strategy, tls_watch_.get());
+        if (!options_.proxy_host.empty()) {
+            proxy_watch_.reset(new ProxyWatch(options_.proxy_host + ":" + std::to_string(options_.proxy_port)));
+        }
+        aws_retry_strategy* wrapped =
+            new_tls_aware_retry_strategy(alloc, retry_strategy, tls_watch_.get(), proxy_watch_.get());
         aws_retry_strategy_release(retry_strategy);
         retry_strategy = wrapped;
     }
@@ -195,11 +204,22 @@ void S3Client::create_client() {
 
     // Explicit proxy options only: which proxy (if any) the environment asks for is decided in Python.
     aws_http_proxy_options proxy = {};
+    aws_http_proxy_strategy* tunnel = nullptr;
     if (!options_.proxy_host.empty()) {
         proxy.connection_type = use_tls ? AWS_HPCT_HTTP_TUNNEL : AWS_HPCT_HTTP_FORWARD;
         proxy.host = cursor_of(options_.proxy_host);
         proxy.port = options_.proxy_port;
-        if (!options_.proxy_username.empty()) {
+        if (use_tls) {
+            // Our tunnel strategy: it sends the credentials as aws-c-http's would, and sees the proxy's answer.
+            tunnel = new_watched_tunnel_strategy(alloc, options_.proxy_username, options_.proxy_password,
+                                                 proxy_watch_.get());
+            if (tunnel == nullptr) {
+                aws_retry_strategy_release(retry_strategy);
+                aws_tls_connection_options_clean_up(&tls_connection);
+                throw_crt_error("creating the proxy strategy");
+            }
+            proxy.proxy_strategy = tunnel;
+        } else if (!options_.proxy_username.empty()) {
             proxy.auth_type = AWS_HPAT_BASIC;
             proxy.auth_username = cursor_of(options_.proxy_username);
             proxy.auth_password = cursor_of(options_.proxy_password);
@@ -218,7 +238,8 @@ void S3Client::create_client() {
     pool_pin_budget_ = limit > kPoolReserveBytes ? (limit - kPoolReserveBytes) / 2 : 0;
 
     client_ = aws_s3_client_new(alloc, &config);
-    aws_retry_strategy_release(retry_strategy);  // the client holds its own reference (or none, if it failed)
+    aws_retry_strategy_release(retry_strategy);           // the client holds its own reference (or none, if it failed)
+    if (tunnel) aws_http_proxy_strategy_release(tunnel);  // likewise
     if (use_tls) aws_tls_connection_options_clean_up(&tls_connection);
     if (!client_) throw_crt_error("creating the S3 client");
 }
@@ -228,6 +249,7 @@ S3Client::~S3Client() {
         // Inherited across fork(): its threads are gone, releasing would crash or hang. Leak on purpose.
         shutdown_.release();
         tls_watch_.release();
+        proxy_watch_.release();
         return;
     }
     aws_s3_client_release(client_);
@@ -235,10 +257,14 @@ S3Client::~S3Client() {
         // Something inside the CRT is stuck; leaking beats hanging the caller (often interpreter exit).
         shutdown_.release();
         tls_watch_.release();
+        proxy_watch_.release();
         return;
     }
     aws_credentials_provider_release(credentials_);
-    if (tls_ctx_) aws_tls_ctx_release(tls_ctx_);
+    if (tls_ctx_) {
+        forget_tls_context(tls_ctx_);  // no connection of this client is left to report
+        aws_tls_ctx_release(tls_ctx_);
+    }
 }
 
 std::string S3Client::host_for(const std::string& bucket) const {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "crt_runtime.h"
+#include "proxy_tunnel.h"
 #include "tls_failures.h"
 
 struct aws_credentials_provider;
@@ -116,6 +117,7 @@ private:
     std::unique_ptr<ShutdownWaiter> shutdown_;
     // Called from CRT threads until the shutdown completes: leaked with shutdown_ when that never happens.
     std::unique_ptr<TlsHandshakeWatch> tls_watch_;
+    std::unique_ptr<ProxyWatch> proxy_watch_;  // through a proxy over TLS only; kept like tls_watch_
 };
 
 }  // namespace torchdata_s3

@@ -7,6 +7,8 @@
 
 #include <mutex>
 
+#include "proxy_tunnel.h"
+
 namespace torchdata_s3 {
 namespace {
 
@@ -23,33 +25,41 @@ bool is_permanent(int s2n_error) {
 
 }  // namespace
 
-void TlsHandshakeWatch::watch(aws_tls_connection_options* options) {
-    aws_tls_connection_options_set_callbacks(options, &TlsHandshakeWatch::on_negotiation_result, nullptr, nullptr,
-                                             this);
-}
-
-void TlsHandshakeWatch::on_negotiation_result(aws_channel_handler*, aws_channel_slot*, int error_code,
-                                              void* user_data) {
-    auto* self = static_cast<TlsHandshakeWatch*>(user_data);
+void TlsHandshakeWatch::record_outcome(int error_code, int s2n_error) {
     if (error_code == AWS_ERROR_SUCCESS) {
-        self->failing_for_good_.store(false, std::memory_order_release);
+        failing_for_good_.store(false, std::memory_order_release);
         return;
     }
-    // Called by aws-c-io right after s2n_negotiate() failed, on the same thread: s2n_errno still holds why.
-    const int s2n_error = *s2n_errno_location();
     TlsHandshakeFailure failure;
-    failure.endpoint = self->endpoint_;
+    failure.endpoint = endpoint_;
     if (s2n_error != 0) {
         failure.reason_name = s2n_strerror_name(s2n_error);
         failure.reason_message = s2n_strerror(s2n_error, "EN");
     }
+    record_failure(std::move(failure), s2n_error != 0 && is_permanent(s2n_error));
+}
+
+void TlsHandshakeWatch::record_not_tls(const std::string& first_bytes) {
+    TlsHandshakeFailure failure;
+    failure.endpoint = endpoint_;
+    failure.reason_name = kNotTlsReason;
+    // The first line, as far as it is text: for an HTTP server, its status line.
+    for (char c : first_bytes) {
+        if (c == '\r' || c == '\n') break;
+        failure.reason_message += (c >= 0x20 && c < 0x7f) ? c : '?';
+    }
+    // The same server answers the next attempt the same way.
+    record_failure(std::move(failure), true);
+}
+
+void TlsHandshakeWatch::record_failure(TlsHandshakeFailure failure, bool permanent) {
     {
         std::lock_guard<std::mutex> lock(g_latest_mutex);
-        g_latest = failure;
+        g_latest = std::move(failure);
     }
     // Set after the record, and before aws-c-io reports the failure to the S3 client (which then asks the
     // retry strategy): the refusal is in place when the retry is asked for.
-    self->failing_for_good_.store(s2n_error != 0 && is_permanent(s2n_error), std::memory_order_release);
+    failing_for_good_.store(permanent, std::memory_order_release);
 }
 
 TlsHandshakeFailure latest_tls_handshake_failure() {
@@ -98,6 +108,7 @@ struct TlsAwareStrategy {
     aws_retry_strategy base;
     aws_retry_strategy* inner;
     const TlsHandshakeWatch* watch;
+    const ProxyWatch* proxy_watch;  // null without a proxy
 };
 
 // Our token wraps one of the inner strategy's; token.impl is the inner token.
@@ -171,8 +182,11 @@ void on_inner_retry_ready(aws_retry_token*, int error_code, void* user_data) {
 int schedule_retry(aws_retry_token* token, aws_retry_error_type error_type,
                    aws_retry_strategy_on_retry_ready_fn* retry_ready, void* user_data) {
     auto* self = static_cast<TlsAwareStrategy*>(token->retry_strategy->impl);
-    // The S3 client then fails the request with the error that asked for the retry (the TLS error).
-    if (self->watch->failing_for_good()) return aws_raise_error(AWS_IO_MAX_RETRIES_EXCEEDED);
+    // The S3 client then fails the request with the error that asked for the retry (the TLS error, or the
+    // refused CONNECT).
+    if (self->watch->failing_for_good() || (self->proxy_watch != nullptr && self->proxy_watch->refusing_for_good())) {
+        return aws_raise_error(AWS_IO_MAX_RETRIES_EXCEEDED);
+    }
     auto* pending = static_cast<PendingRetry*>(aws_mem_calloc(token->allocator, 1, sizeof(PendingRetry)));
     if (pending == nullptr) return AWS_OP_ERR;
     *pending = PendingRetry{token, retry_ready, user_data};
@@ -200,7 +214,7 @@ aws_retry_strategy_vtable tls_aware_vtable = {
 }  // namespace
 
 aws_retry_strategy* new_tls_aware_retry_strategy(aws_allocator* allocator, aws_retry_strategy* inner,
-                                                 const TlsHandshakeWatch* watch) {
+                                                 const TlsHandshakeWatch* watch, const ProxyWatch* proxy_watch) {
     auto* self = static_cast<TlsAwareStrategy*>(aws_mem_calloc(allocator, 1, sizeof(TlsAwareStrategy)));
     if (self == nullptr) return nullptr;
     self->base.allocator = allocator;
@@ -210,6 +224,7 @@ aws_retry_strategy* new_tls_aware_retry_strategy(aws_allocator* allocator, aws_r
     self->inner = inner;
     aws_retry_strategy_acquire(inner);
     self->watch = watch;
+    self->proxy_watch = proxy_watch;
     return &self->base;
 }
 

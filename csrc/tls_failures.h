@@ -13,13 +13,12 @@
 #include <string>
 
 struct aws_allocator;
-struct aws_channel_handler;
-struct aws_channel_slot;
 struct aws_retry_strategy;
-struct aws_tls_connection_options;
 struct aws_tls_ctx;
 
 namespace torchdata_s3 {
+
+class ProxyWatch;
 
 struct TlsHandshakeFailure {
     std::string endpoint;        // "host:port" the handshake was with
@@ -27,27 +26,33 @@ struct TlsHandshakeFailure {
     std::string reason_message;  // s2n's sentence for it
 };
 
-// The handshakes of one client. CRT threads call into it until the client's shutdown completes.
+// The handshakes of one client (tls_handshake_hook.h routes them here). CRT threads call into it until the
+// client's shutdown completes.
 class TlsHandshakeWatch {
 public:
     explicit TlsHandshakeWatch(std::string endpoint) : endpoint_(std::move(endpoint)) {}
     TlsHandshakeWatch(const TlsHandshakeWatch&) = delete;
     TlsHandshakeWatch& operator=(const TlsHandshakeWatch&) = delete;
 
-    // Makes every connection made with `options` report its handshake's outcome here.
-    void watch(aws_tls_connection_options* options);
+    // A handshake ended: `error_code` is aws-c-io's, `s2n_error` s2n's reason (0 if none), read on the thread
+    // where the handshake failed.
+    void record_outcome(int error_code, int s2n_error);
+    // The server's first bytes were not a TLS record (e.g. "HTTP/1.1 400 Bad Request"): it does not speak TLS.
+    void record_not_tls(const std::string& first_bytes);
 
-    // True from a handshake failure that another attempt cannot fix (a certificate or protocol error) until
-    // the next handshake that succeeds.
+    // True from a handshake failure that another attempt cannot fix (a certificate or protocol error, a
+    // server that does not speak TLS) until the next handshake that succeeds.
     bool failing_for_good() const { return failing_for_good_.load(std::memory_order_acquire); }
 
 private:
-    static void on_negotiation_result(aws_channel_handler* handler, aws_channel_slot* slot, int error_code,
-                                      void* user_data);
+    void record_failure(TlsHandshakeFailure failure, bool permanent);
 
     const std::string endpoint_;
     std::atomic<bool> failing_for_good_{false};
 };
+
+// The reason recorded for a server that answered the handshake with something other than TLS.
+constexpr const char* kNotTlsReason = "NOT_TLS";
 
 // The latest handshake failure in this process, whichever client had it: a request that failed with a TLS
 // error is described with it. (Two clients failing at once against different endpoints could swap reasons;
@@ -64,9 +69,10 @@ bool disable_blinding_delay(aws_tls_ctx* ctx);
 bool enable_multi_record_reads(aws_tls_ctx* ctx);
 
 // A retry strategy that hands every decision to `inner`, except that it refuses to retry while
-// `watch->failing_for_good()`. Takes its own reference to `inner`; `watch` must outlive the strategy's use.
-// A new reference, or nullptr with the CRT error raised.
+// `watch->failing_for_good()`, or `proxy_watch->refusing_for_good()` (proxy_tunnel.h; null without a proxy).
+// Takes its own reference to `inner`; the watches must outlive the strategy's use. A new reference, or
+// nullptr with the CRT error raised.
 aws_retry_strategy* new_tls_aware_retry_strategy(aws_allocator* allocator, aws_retry_strategy* inner,
-                                                 const TlsHandshakeWatch* watch);
+                                                 const TlsHandshakeWatch* watch, const ProxyWatch* proxy_watch);
 
 }  // namespace torchdata_s3

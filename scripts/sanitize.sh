@@ -8,9 +8,8 @@
 # Environment: TORCHDATA_S3_AWSCRT_ARCHIVE  offline CRT sources, passed on to the build
 #              SANITIZE_FUZZ_SECONDS        fuzzing of the native parser under the sanitizers [20; 0: none]
 #
-# Everything lives in build/sanitize: cmake/ (the build, kept, so a second run only recompiles what
-# changed), dist/ (the wheel), venv/ (the throwaway environment), view/ (the checkout without torchdata_s3/,
-# so that tests import the sanitized copy), fuzz/ (the fuzzer's findings).
+# Everything lives in build/sanitize (layout: scripts/variant-build.sh), with fuzz/ for the fuzzer's
+# findings.
 #
 # Sanitizer settings, and why:
 # - UB is not recoverable (-fno-sanitize-recover, cmake/Sanitizers.cmake): the first report aborts.
@@ -34,9 +33,12 @@ fail() {
 
 # The pytest subset: every test that runs our native code in-process on the paths where memory errors
 # would hide (parsing, streaming, uploads, cancellation, aborts, failures, retries, fork, exit, many
-# clients), plus the fuzz corpus. Left out because they add minutes and no native path of their own: the
-# DataLoader and distributed tests (worker processes re-run the same stream code; under ASan each worker
-# start costs seconds), the pure-Python unit tests, and the benchmark harness tests.
+# clients), plus the fuzz corpus, plus one TLS test per path of our TLS code (tls_failures.cpp,
+# tls_handshake_hook.cpp, proxy_tunnel.cpp: a good handshake, each kind of failure, a tunnel, a refused
+# CONNECT, a connection dropped inside TLS), not every trust mode or the 1 GiB object. Left out because
+# they add minutes and no native path of their own: the DataLoader and distributed tests (worker processes
+# re-run the same stream code; under ASan each worker start costs seconds), the pure-Python unit tests,
+# and the benchmark harness tests.
 subset=(
     tests/unit/test_list_parsing.py
     tests/fuzz
@@ -49,6 +51,14 @@ subset=(
     tests/integration/test_faults.py
     tests/integration/test_write.py
     tests/integration/test_write_faults.py
+    "tests/integration/test_tls.py::test_listing_and_loading_small_and_multipart_objects_over_tls[ca_file]"
+    tests/integration/test_tls.py::test_an_untrusted_certificate_fails_fast_naming_the_cause_and_the_fix
+    tests/integration/test_tls.py::test_https_to_a_plain_http_port_fails_fast_suggesting_http
+    tests/integration/test_tls.py::test_https_goes_through_the_https_proxy_with_connect
+    tests/integration/test_tls.py::test_an_untrusted_certificate_behind_a_proxy_fails_fast_naming_the_cause
+    tests/integration/test_tls.py::test_proxy_credentials_from_the_proxy_url_are_sent
+    "tests/integration/test_tls.py::test_a_proxy_that_says_no_fails_fast_naming_the_proxy[407]"
+    "tests/integration/test_tls_faults.py::test_one_fault_inside_tls_is_retried_and_the_data_is_exact[drop]"
 )
 
 step "compiler"
@@ -65,39 +75,10 @@ libstdcxx=$(g++ -print-file-name=libstdc++.so)
 gcc_version=$(gcc --version)
 echo "sanitize: ${gcc_version%%$'\n'*}; runtime $libasan"
 
-step "building the sanitized wheel in $out/cmake"
-if [[ -z "${TORCHDATA_S3_AWSCRT_ARCHIVE:-}" ]]; then
-    # Reuse the CRT sources the regular build fetched (the build checks their sha256 either way).
-    for archive in "$repo"/build/*/awscrt/awscrt-*.tar.gz; do
-        [[ -e "$archive" ]] && export TORCHDATA_S3_AWSCRT_ARCHIVE="$archive" && break
-    done
-fi
-python -m pip install --quiet --disable-pip-version-check "scikit-build-core>=0.10" "pybind11>=2.12"
-rm -rf "$out/dist"
+# shellcheck source=scripts/variant-build.sh
+source scripts/variant-build.sh
 # Debug: -O0 compiles fastest, and the CRT's own assertions (AWS_ASSERT, off under NDEBUG) are checked too.
-TORCHDATA_S3_SANITIZE=ON python -m pip wheel --quiet --disable-pip-version-check --no-build-isolation \
-    --no-deps --wheel-dir "$out/dist" -Cbuild-dir="$out/cmake" -Ccmake.build-type=Debug .
-
-step "installing it into a throwaway environment ($out/venv)"
-rm -rf "$out/venv"
-python -m venv --without-pip "$out/venv"
-py="$out/venv/bin/python"
-site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-# The base environment's packages (torch, pytest, moto, ...) as plain path entries: site.py then does not
-# run their .pth files, among them the editable install's import hook, which would map torchdata_s3 to
-# the checkout and its unsanitized extension whatever sys.path says.
-python -c 'import site; print("\n".join(site.getsitepackages()))' >"$site/base-site-packages.pth"
-python -m pip install --quiet --disable-pip-version-check --no-deps --target "$site" "$out"/dist/*.whl
-core=$(ls "$site"/torchdata_s3/_core*.so)
-# Python runs from a view of the checkout without torchdata_s3/ (the current folder comes first on
-# sys.path and would shadow the installed copy), so that tests and fuzz targets import the sanitized build.
-rm -rf "$out/view"
-mkdir -p "$out/view"
-shopt -s nullglob
-for entry in "$repo"/* "$repo"/.[!.]*; do
-    case "$(basename "$entry")" in torchdata_s3 | build | .git) continue ;; esac
-    ln -s "$entry" "$out/view/"
-done
+variant_build TORCHDATA_S3_SANITIZE=ON -- -Ccmake.build-type=Debug
 
 step "checking that the build is instrumented"
 undefined=$(nm -D --undefined-only "$core")

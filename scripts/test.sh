@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The test command: installs everything it needs, builds the package, lints, fuzzes, runs the native tests
-# under ASan + UBSan, then runs every test (README, "Sanitizers and fuzzing").
-# Usage: scripts/test.sh [pytest arguments]   (with arguments: only those tests, no fuzzing or sanitizers)
-# Environment: FUZZ_SECONDS per fuzz target [30]; SANITIZE=0 skips the sanitizer build and its tests.
+# under ASan + UBSan, builds the aws-lc variant and runs the TLS tests against it, then runs every test
+# (README, "Sanitizers and fuzzing").
+# Usage: scripts/test.sh [pytest arguments]   (with arguments: only those tests, no fuzzing, sanitizers or
+#        aws-lc build)
+# Environment: FUZZ_SECONDS per fuzz target [30]; SANITIZE=0 skips the sanitizer build and its tests;
+#              AWS_LC=0 skips the aws-lc build and its tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-dev.sh test,lint
@@ -14,11 +17,14 @@ if (($# == 0)); then
     if [[ "${SANITIZE:-1}" != 0 ]]; then
         bash scripts/sanitize.sh || checks_status=$?
     fi
+    if [[ "${AWS_LC:-1}" != 0 ]]; then
+        bash scripts/aws-lc.sh || checks_status=$?
+    fi
 fi
 # Run from a folder without the source tree on sys.path, so the installed package (with its compiled
 # extension) is what gets imported; tests/ is found through --rootdir.
 python -m pytest --rootdir="$PWD" -c "$PWD/pyproject.toml" "$PWD/tests" "$@"
 if ((checks_status != 0)); then
-    echo "test.sh: fuzzing or the sanitizer run failed (exit $checks_status); see its output above" >&2
+    echo "test.sh: fuzzing, the sanitizer run or the aws-lc run failed (exit $checks_status); see above" >&2
     exit "$checks_status"
 fi

@@ -2,11 +2,14 @@
 forwarded plain-HTTP requests (absolute-form request lines, relayed as they are: nginx accepts them).
 
 It only ever connects to 127.0.0.1 (anything else is refused with 403), records every request head it
-receives, and relays bytes both ways until either side closes. One thread per client connection.
+receives, and relays bytes both ways until either side closes. One thread per client connection. For the
+tests of a proxy that says no, it can demand Basic credentials (407 without them) or refuse every request
+(403).
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import select
 import socket
@@ -21,7 +24,13 @@ _IDLE_LIMIT_S = 30.0  # a tunnel moving nothing for this long is closed: no thre
 
 
 class ConnectProxy:
-    def __init__(self) -> None:
+    def __init__(self, *, credentials: Optional[tuple[str, str]] = None, refuse_all: bool = False) -> None:
+        self._authorization = (
+            "Basic " + base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
+            if credentials
+            else None
+        )
+        self._refuse_all = refuse_all
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self.requests: list[str] = []  # request lines, e.g. "CONNECT 127.0.0.1:443 HTTP/1.1"
@@ -87,7 +96,17 @@ class ConnectProxy:
             else:
                 parts = urlsplit(target)
                 host, port = parts.hostname or "", str(parts.port or 80)
-            if host.strip("[]") != "127.0.0.1":
+            if (
+                self._authorization is not None
+                and _header(head, "proxy-authorization") != self._authorization
+            ):
+                client.sendall(
+                    b"HTTP/1.1 407 Proxy Authentication Required\r\n"
+                    b'Proxy-Authenticate: Basic realm="test"\r\n'
+                    b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+                return
+            if self._refuse_all or host.strip("[]") != "127.0.0.1":
                 client.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                 return
             try:
@@ -123,6 +142,14 @@ def _read_head(connection: socket.socket) -> Optional[bytes]:
     return data
 
 
+def _header(head: bytes, name: str) -> Optional[str]:
+    for line in head.split(b"\r\n\r\n", 1)[0].split(b"\r\n")[1:]:
+        key, _, value = line.decode("latin-1").partition(":")
+        if key.strip().lower() == name:
+            return value.strip()
+    return None
+
+
 def _relay(a: socket.socket, b: socket.socket, stopping: threading.Event) -> None:
     for side in (a, b):
         side.settimeout(None)
@@ -139,8 +166,10 @@ def _relay(a: socket.socket, b: socket.socket, stopping: threading.Event) -> Non
 
 
 @contextmanager
-def connect_proxy() -> Iterator[ConnectProxy]:
-    proxy = ConnectProxy()
+def connect_proxy(
+    *, credentials: Optional[tuple[str, str]] = None, refuse_all: bool = False
+) -> Iterator[ConnectProxy]:
+    proxy = ConnectProxy(credentials=credentials, refuse_all=refuse_all)
     try:
         yield proxy
     finally:

@@ -1,7 +1,8 @@
 """A fault-injecting HTTP/1.1 reverse proxy for the tests: it sits between the code under test and the moto
 server and, for chosen requests, answers 503/500, drops the connection, cuts or stalls the body.
 
-Real sockets on loopback, one thread per client connection, keep-alive towards the client (the CRT reuses
+Real sockets on loopback (optionally TLS towards the client, with an ``ssl.SSLContext`` the test makes), one
+thread per client connection, keep-alive towards the client (the CRT reuses
 connections); one fresh upstream connection per request (moto's server closes after every answer). Faults
 are chosen per request from a seeded RNG, or forced for "the next N" eligible requests so that a test can
 aim at one request exactly. What was injected is counted, and every request is recorded.
@@ -17,6 +18,7 @@ import http.client
 import random
 import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Mapping
@@ -129,6 +131,7 @@ class RequestRecord:
     if_match: str  # the If-Match header, "" if none
     fault: Optional[Fault]
     status: int  # status sent (or that would have been sent, for cut and stalled bodies); 0 if none
+    if_none_match: str = ""  # the If-None-Match header, "" if none
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict)  # lower-cased names
     body: bytes = b""  # the request body as received, when the proxy records bodies
 
@@ -142,14 +145,22 @@ class FaultProxy:
         stall_s: how long a stalled or unanswered request stays silent at most (it also ends when the
             client closes the connection, or the proxy stops).
         latency_s: every answer waits this long after its request arrived (a far endpoint's round trip).
+        tls: serve HTTPS to the client with this server context (the faults then happen inside TLS).
     """
 
     def __init__(
-        self, upstream_port: int, *, seed: int = 0, stall_s: float = 60.0, latency_s: float = 0.0
+        self,
+        upstream_port: int,
+        *,
+        seed: int = 0,
+        stall_s: float = 60.0,
+        latency_s: float = 0.0,
+        tls: Optional[ssl.SSLContext] = None,
     ) -> None:
         self.upstream_port = upstream_port
         self.stall_s = stall_s
         self.latency_s = latency_s
+        self._tls = tls
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._rates: dict[Fault, float] = {}
@@ -168,7 +179,7 @@ class FaultProxy:
         self._listener.listen(128)
         self._listener.settimeout(0.2)  # the accept loop checks for stop() this often
         self.port = self._listener.getsockname()[1]
-        self.endpoint_url = f"http://127.0.0.1:{self.port}"
+        self.endpoint_url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self._acceptor = threading.Thread(target=self._accept_loop, name="fault-proxy-accept", daemon=True)
         self._acceptor.start()
 
@@ -254,6 +265,18 @@ class FaultProxy:
             thread.start()
 
     def _serve_connection(self, connection: socket.socket) -> None:
+        if self._tls is not None:
+            # In this connection's thread, so that a slow handshake holds up no other client. The wrapped
+            # socket replaces the plain one (which it detaches) among those that stop() shuts down.
+            with self._lock:
+                self._connections.discard(connection)
+            try:
+                connection = self._tls.wrap_socket(connection, server_side=True)
+            except OSError:
+                connection.close()
+                return
+            with self._lock:
+                self._connections.add(connection)
         reader = connection.makefile("rb")
         try:
             while not self._stopping.is_set():
@@ -326,6 +349,7 @@ class FaultProxy:
                     request.headers.get("if-match", ""),
                     fault,
                     status,
+                    request.headers.get("if-none-match", ""),
                     dict(request.headers),
                     body if self.record_bodies else b"",
                 )
@@ -409,9 +433,10 @@ class FaultProxy:
             readable, _, _ = select.select([connection], [], [], 0.1)
             if readable:
                 try:
-                    if not connection.recv(65536, socket.MSG_PEEK):
+                    if not connection.recv(65536):  # whatever else it sends meanwhile is discarded
                         return  # the client gave up and closed
-                    connection.recv(65536)  # discard whatever else it sends meanwhile
+                except ssl.SSLWantReadError:
+                    continue  # TLS bytes that made no application data yet
                 except OSError:
                     return
 

@@ -133,6 +133,7 @@ class S3Client:
         byte_range: Optional[tuple[int, int]] = None,
         suffix_bytes: int = 0,
         if_match: str = "",
+        if_none_match: str = "",
         window_bytes: int = 0,
         timeout_ms: int = 0,
         part_size_bytes: int = 0,

@@ -5,13 +5,17 @@ Opt in with ``cache_dir`` (and ``cache_max_bytes``) on :class:`~torchdata_s3.S3C
 ``TORCHDATA_S3_CACHE_DIR`` / ``TORCHDATA_S3_CACHE_MAX_BYTES``. For each object the loader asks the cache
 first:
 
-- **Hit**: an entry of this bucket and key whose size and CRC-32 add up. When the listing gave the object's
-  ETag, the entry's must match; otherwise a one-byte GET with ``If-Match: <entry's ETag>`` confirms it
-  (started when the object is prefetched). The reader gets an :class:`~torchdata_s3.reader.S3ObjectStream`
-  over the local file: the same seekable file object as for an S3 read, with ``bytes_fetched == 0``.
+- **Hit**: an entry of this bucket and key whose footer and size add up. When the listing gave the object's
+  ETag, the entry's must match; otherwise a GET with ``If-None-Match: <entry's ETag>`` (started when the
+  object is prefetched) asks S3: 304 Not Modified confirms the entry; a 200 is the changed object itself,
+  which that same GET then delivers (and writes into a new entry). The reader gets an
+  :class:`~torchdata_s3.reader.S3ObjectStream` over the local file: the same seekable file object as for an
+  S3 read, with ``bytes_fetched == 0``. Each block of the entry is checked against its CRC-32 as it is
+  read; a damaged one is never returned: the entry goes, and S3 serves the rest.
 - **Miss** (no entry, a stale or corrupt one): the object is fetched as always and its bytes are written to
-  a temp file as the reader receives them, under the entry's writer lock; once the reader has received every
-  byte, from the first to the last, the entry is renamed into place. A stream closed before that (or read
+  a temp file as the reader receives them (by the cache's writes thread, :mod:`torchdata_s3.cache_writes`),
+  under the entry's writer lock; once the reader has received every byte, from the first to the last, the
+  entry is renamed into place. A stream closed before that (or read
   only in pieces, as a zip reader does) leaves no entry: the next epoch fetches it again.
 - **Another process is writing it**: the loader waits for that writer (at most ``WRITER_WAIT_S``) and then
   reads the entry; if it waited in vain, it reads from S3 without caching.
@@ -27,6 +31,7 @@ process with one :class:`CacheUnavailableWarning`; the data still comes from S3.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import threading
 import time
@@ -34,9 +39,9 @@ import warnings
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import _core
-from .cache_store import CacheEntry, CacheStats, CacheStore, EntryWriter, same_etag
+from .cache_store import CacheEntry, CacheStats, CacheStore, EntryWriter, quoted_etag, same_etag
 from .cache_streams import CachedObjectReader, WriteThroughReader
-from .errors import S3Error, S3FileNotFoundError, S3IntegrityError
+from .errors import S3Error, S3FileNotFoundError
 from .reader import ObjectReader, S3ObjectStream
 from .url import S3Url
 
@@ -51,6 +56,7 @@ __all__ = ["CacheUnavailableWarning", "ObjectCache", "cache_info", "clear_cache"
 WRITER_WAIT_S = 60.0
 _WAIT_STEP_S = 0.005
 _WAIT_STEP_MAX_S = 0.1
+_NOT_MODIFIED = 304  # the answer to If-None-Match when the object still has that ETag
 
 
 class CacheUnavailableWarning(RuntimeWarning):
@@ -74,7 +80,7 @@ def object_cache(config: S3Config) -> Optional[ObjectCache]:
     which warns once)."""
     if config.cache_dir is None:
         return None
-    memo = (config.cache_dir, config.cache_max_bytes, config.retain_bytes)
+    memo = (config.cache_dir, config.cache_max_bytes, config.part_size_bytes)
     with _caches_lock:
         if memo not in _caches:
             try:
@@ -97,6 +103,12 @@ class _Plan:
     def open(
         self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
     ) -> S3ObjectStream:
+        """The object's stream (``native``: the GET the loader started, if ``needs_get``)."""
+        return S3ObjectStream(self.raw(client, location, native, **reader))
+
+    def raw(
+        self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
+    ) -> io.RawIOBase:
         raise NotImplementedError
 
     def release(self) -> None:
@@ -109,28 +121,41 @@ class _Hit(_Plan):
     def __init__(self, cache: ObjectCache, entry: CacheEntry, check: Optional[_core.ObjectStream]) -> None:
         self.cache, self.entry, self.check = cache, entry, check
 
-    def open(
+    def raw(
         self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
-    ) -> S3ObjectStream:
+    ) -> io.RawIOBase:
         if self.check is not None:
             check, self.check = self.check, None
             try:
-                check.placement()  # waits for the answer: 206 (same version) or 412 (changed)
+                check.placement()  # waits for the answer: 304 (the entry's version) or the object
             except S3Error as error:
-                # Changed or deleted: the entry goes. Either way, or if S3 could not be asked, a fresh GET
-                # decides (and raises what it must); an unreachable endpoint says nothing against the entry.
-                if isinstance(error, (S3IntegrityError, S3FileNotFoundError)):
-                    self.cache.store.discard(location.bucket, location.key)
-                self.release()
-                plan = self.cache.plan(client, location, None, "", check=False)
-                return plan.open(client, location, None, **reader)
-            finally:
                 check.close()
+                if error.http_status != _NOT_MODIFIED:
+                    # The GET's own failure, as it would be without the cache. A deleted object's entry
+                    # goes; an endpoint that could not be asked says nothing against the entry.
+                    if isinstance(error, S3FileNotFoundError):
+                        self.cache.store.discard(location.bucket, location.key)
+                    self.release()
+                    raise
+            else:
+                # A new version: this GET is it. The stale entry is never served; the GET refills it.
+                self.release()
+                return self.cache.refresh(client, location, check, **reader)
         self.cache.count(hit=True)
         self.cache.store.touch(self.entry)
-        stream = S3ObjectStream(CachedObjectReader(self.entry, location, reader.get("window_bytes")))
-        self.entry = None  # type: ignore[assignment]  (the stream owns it now)
-        return stream
+        entry, self.entry = self.entry, None  # the reader owns it now
+
+        def refetch(position: int) -> io.RawIOBase:
+            # A block failed its checksum: the entry goes, and S3 serves the object from there on, the
+            # same version (If-Match). Nothing returned yet: fetch it whole and write a new entry.
+            self.cache.store.discard(location.bucket, location.key, inode=entry.inode)
+            if position == 0:
+                return self.cache.plan(client, location, entry.size, "").raw(client, location, None, **reader)
+            again = ObjectReader(client, location, **{**reader, "size": entry.size}, etag=entry.etag)
+            again.seek(position)
+            return again
+
+        return CachedObjectReader(entry, location, reader.get("window_bytes"), refetch)
 
     def release(self) -> None:
         if self.check is not None:
@@ -148,9 +173,9 @@ class _Fill(_Plan):
         self.name = (location.bucket, location.key)
         cache.writing_here.add(self.name)
 
-    def open(
+    def raw(
         self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
-    ) -> S3ObjectStream:
+    ) -> io.RawIOBase:
         if native is None:
             native = client.open_native(location, window_bytes=reader.get("window_bytes"))
         writer = self.cache.writer(location, self.lock_fd) if self.cache.writing else None
@@ -158,10 +183,8 @@ class _Fill(_Plan):
             self.release()
         self.lock_fd = -1  # the writer owns it
         if writer is None:
-            return S3ObjectStream(ObjectReader(client, location, stream=native, **reader))
-        return S3ObjectStream(
-            WriteThroughReader(client, location, writer, self.cache, stream=native, **reader)
-        )
+            return ObjectReader(client, location, stream=native, **reader)
+        return WriteThroughReader(client, location, writer, self.cache, stream=native, **reader)
 
     def release(self) -> None:
         if self.lock_fd >= 0:
@@ -178,22 +201,22 @@ class _Wait(_Plan):
     def __init__(self, cache: ObjectCache, etag: str) -> None:
         self.cache, self.etag = cache, etag
 
-    def open(
+    def raw(
         self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
-    ) -> S3ObjectStream:
+    ) -> io.RawIOBase:
         # The writer may be a stream of this very process (the same object twice in one input) that will
         # not go on before this one is read: never wait for it.
         here = (location.bucket, location.key) in self.cache.writing_here
         lock_fd = None if here else self.cache.wait_for_writer(location)
         if lock_fd is None:  # waited in vain: read through
             self.cache.count(hit=False)
-            return S3ObjectStream(ObjectReader(client, location, **reader))
-        hit = self.cache.hit(client, location, self.etag, check=True)
+            return ObjectReader(client, location, **reader)
+        hit = self.cache.hit(client, location, self.etag)
         if hit is not None:
             os.close(lock_fd)
-            return hit.open(client, location, None, **reader)
+            return hit.raw(client, location, None, **reader)
         self.cache.count(hit=False)
-        return _Fill(self.cache, location, lock_fd).open(client, location, None, **reader)
+        return _Fill(self.cache, location, lock_fd).raw(client, location, None, **reader)
 
 
 class ObjectCache:
@@ -204,24 +227,29 @@ class ObjectCache:
         self._config = config
         self._writing = True  # false after the disk refused a write: the rest of the process reads through
         self.writing_here: set[tuple[str, str]] = set()  # (bucket, key) of the entries this process writes
+        self._failures: list[OSError] = []  # writes that failed on the writes' thread, not yet reported
 
     @property
     def writing(self) -> bool:
         """Whether this process still writes entries (false once the disk refused one)."""
+        self._report_failures()
         return self._writing
+
+    def _report_failures(self) -> None:
+        # On the reader's thread, so that the warning reaches the code reading (and warnings filters).
+        while self._failures:
+            self.disk_refused(self._failures.pop())
 
     @property
     def max_bytes(self) -> int:
         return self.store.max_bytes
 
-    def plan(
-        self, client: S3Client, location: S3Url, size: Optional[int], etag: str, *, check: bool = True
-    ) -> _Plan:
+    def plan(self, client: S3Client, location: S3Url, size: Optional[int], etag: str) -> _Plan:
         """What to do for one object of known ``size`` and listing ``etag`` ("" and None when unknown);
         ``client`` sends the conditional GET that confirms an entry whose ETag the listing did not give."""
         if size is not None and not 0 < size <= self.max_bytes:
             return _ReadThrough()
-        hit = self.hit(client, location, etag, check=check)
+        hit = self.hit(client, location, etag)
         if hit is not None:
             return hit
         if not self._writing:
@@ -230,18 +258,16 @@ class ObjectCache:
         lock_fd = self.store.try_lock(location.bucket, location.key)
         if lock_fd is None:
             return _Wait(self, etag)
-        hit = self.hit(client, location, etag, check=check)  # committed between the first look and the lock
+        hit = self.hit(client, location, etag)  # committed between the first look and the lock
         if hit is not None:
             os.close(lock_fd)
             return hit
         self.count(hit=False)
         return _Fill(self, location, lock_fd)
 
-    def hit(self, client: S3Client, location: S3Url, etag: str, *, check: bool) -> Optional[_Hit]:
+    def hit(self, client: S3Client, location: S3Url, etag: str) -> Optional[_Hit]:
         """The entry as a hit, if there is a sound one for this version (see the module docstring)."""
-        entry = self.store.open_entry(
-            location.bucket, location.key, keep_bytes_up_to=self._config.retain_bytes
-        )
+        entry = self.store.open_entry(location.bucket, location.key)
         if entry is None:
             return None
         if etag:
@@ -249,18 +275,33 @@ class ObjectCache:
                 return _Hit(self, entry, None)
             entry.close()  # stale: a writer replaces it, and until then it is never served
             return None
-        if not check:
-            entry.close()
-            return None
-        probe = client.open_native(location, byte_range=(0, 0), if_match=entry.etag, window_bytes=1)
-        return _Hit(self, entry, probe)
+        # The whole object, unless it is still the entry's version (304, no body). Until the answer is
+        # read, at most one part of a changed object is buffered, as for an object the loader prefetches.
+        check = client.open_native(
+            location, if_none_match=quoted_etag(entry.etag), window_bytes=self._config.part_size_bytes
+        )
+        return _Hit(self, entry, check)
+
+    def refresh(
+        self, client: S3Client, location: S3Url, native: _core.ObjectStream, **reader: Any
+    ) -> io.RawIOBase:
+        """Reads a changed object from its GET ``native``, writing a new entry if no other process is."""
+        self.count(hit=False)
+        lock_fd = self.store.try_lock(location.bucket, location.key) if self._writing else None
+        if lock_fd is None:
+            return ObjectReader(client, location, stream=native, **reader)
+        return _Fill(self, location, lock_fd).raw(client, location, native, **reader)
 
     def writer(self, location: S3Url, lock_fd: int) -> Optional[EntryWriter]:
         """A writer for the entry whose lock is ``lock_fd``; None (lock still held) if the disk refused."""
         name = (location.bucket, location.key)
         try:
             return self.store.writer(
-                location.bucket, location.key, lock_fd, lambda: self.writing_here.discard(name)
+                location.bucket,
+                location.key,
+                lock_fd,
+                lambda: self.writing_here.discard(name),
+                self._failures.append,
             )
         except OSError as error:
             self.disk_refused(error)
@@ -278,7 +319,8 @@ class ObjectCache:
             step = min(2 * step, _WAIT_STEP_MAX_S)
 
     def disk_refused(self, error: OSError) -> None:
-        """A write failed: turn writing off for this process (once, with one warning) if it was the disk."""
+        """A write failed (full disk, quota, file-size limit, permissions, I/O error): turn writing off for
+        this process, with one warning."""
         if self._writing:
             self._writing = False
             _warn(
@@ -291,14 +333,18 @@ class ObjectCache:
         self.store.count(hit)
 
     def flush_counts(self) -> None:
+        """At the end of an epoch: waits for the entries being written, reports a disk that refused, and
+        adds the counts to the shared state."""
+        self.store.writes.drain()
+        self._report_failures()
         self.store.flush_counts()
 
 
 class _ReadThrough(_Plan):
-    def open(
+    def raw(
         self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
-    ) -> S3ObjectStream:
-        return S3ObjectStream(ObjectReader(client, location, stream=native, **reader))
+    ) -> io.RawIOBase:
+        return ObjectReader(client, location, stream=native, **reader)
 
 
 def cache_info(cache_dir: str, max_bytes: Optional[int] = None) -> CacheStats:

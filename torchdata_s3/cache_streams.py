@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import io
 import os
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from . import _core
-from .cache_store import CacheEntry, EntryWriter, is_disk_problem
+from .cache_store import CacheEntry, CorruptEntry, EntryWriter
 from .reader import ObjectReader, seek_target
 from .url import S3Url
 
@@ -79,10 +79,8 @@ class WriteThroughReader(ObjectReader):
             if size is not None and writer.written == size:
                 self._writer = None
                 writer.commit(self.etag)
-        except OSError as error:
+        except OSError as error:  # an earlier write of this entry failed: the data itself is fine
             self._drop()
-            if not is_disk_problem(error):
-                raise
             self._cache.disk_refused(error)
 
     def _drop(self) -> None:
@@ -92,25 +90,44 @@ class WriteThroughReader(ObjectReader):
 
 
 class CachedObjectReader(io.RawIOBase):
-    """The raw reader of a cached object: its checked bytes in memory, or its local file (read with
-    ``pread``, so a reader never disturbs another's position)."""
+    """The raw reader of a cached object: its entry's file, read with ``pread`` (so a reader never disturbs
+    another's position), each block checked against its CRC-32 before any of its bytes are returned.
 
-    def __init__(self, entry: CacheEntry, location: S3Url, window_bytes: Optional[int]) -> None:
+    Reads of whole blocks go straight into the caller's buffer and are checked there: a sequential reader's
+    bytes are copied once, from the page cache, as from a plain file. Other reads go through one block
+    buffer. A block that does not match its checksum is never returned: ``refetch(position)`` (the
+    policy's) drops the entry and gives the raw reader that serves the rest, from S3.
+    """
+
+    def __init__(
+        self,
+        entry: CacheEntry,
+        location: S3Url,
+        window_bytes: Optional[int],
+        refetch: Callable[[int], io.RawIOBase],
+    ) -> None:
         super().__init__()
         self.name = f"s3://{location.bucket}/{location.key}"
         self._entry = entry
         self._size = entry.size
-        self._data = memoryview(entry.data) if entry.data is not None else None
-        if self._data is not None:
-            entry.close()  # every byte is in memory
+        self._refetch = refetch
+        self._s3: Optional[Any] = None  # after a damaged block: the reader that serves the rest
+        self._block = bytearray()  # one checked block, for reads that are not whole blocks
+        self._block_index = -1
         self._pos = 0
         self._window = window_bytes or _CHUNK_BYTES
 
     size = property(lambda self: self._size)
     size_if_known = property(lambda self: self._size)
     window_bytes = property(lambda self: self._window)
-    etag = property(lambda self: self._entry.etag)
-    bytes_fetched = property(lambda self: 0)
+
+    @property
+    def etag(self) -> str:
+        return self._s3.etag if self._s3 is not None else self._entry.etag
+
+    @property
+    def bytes_fetched(self) -> int:
+        return self._s3.bytes_fetched if self._s3 is not None else 0
 
     def readable(self) -> bool:
         return True
@@ -120,36 +137,57 @@ class CachedObjectReader(io.RawIOBase):
 
     def tell(self) -> int:
         self._check_open()
-        return self._pos
+        return self._s3.tell() if self._s3 is not None else self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         self._check_open()
+        if self._s3 is not None:
+            return self._s3.seek(offset, whence)
         self._pos = seek_target(offset, whence, self._pos, lambda: self._size)
         return self._pos
 
     def readinto(self, buffer: Any) -> int:
         self._check_open()
-        view = memoryview(buffer).cast("B")
-        count = max(0, min(len(view), self._size - self._pos))
-        if not count:
-            return 0
-        if self._data is not None:
-            view[:count] = self._data[self._pos : self._pos + count]
-            got = count
-        else:
-            got = os.preadv(self._entry.fd, [view[:count]], self._pos)
-        self._pos += got
-        return got
+        if self._s3 is None:
+            view = memoryview(buffer).cast("B")
+            count = max(0, min(len(view), self._size - self._pos))
+            if not count:
+                return 0
+            try:
+                got = self._read_checked(view[:count])
+            except CorruptEntry:
+                self._leave_entry()
+            else:
+                self._pos += got
+                return got
+        return self._s3.readinto(buffer)  # type: ignore[union-attr]
 
     def readall(self) -> bytes:
         self._check_open()
-        count = max(0, self._size - self._pos)
-        if self._data is not None:
-            data = bytes(self._data[self._pos : self._pos + count])
-        else:
-            data = os.pread(self._entry.fd, count, self._pos)
-        self._pos += len(data)
-        return data
+        block, offset = divmod(self._pos, self._entry.block_bytes)
+        if self._s3 is None and offset == 0 and self._pos < self._size:
+            # The rest from a block's start (a small object's read(), a large one's last read): one pread,
+            # checked, returned as it is.
+            data = os.pread(self._entry.fd, self._size - self._pos, self._pos)
+            try:
+                if len(data) != self._size - self._pos:
+                    raise CorruptEntry("shorter than its size")
+                self._entry.check_blocks(block, memoryview(data))
+            except CorruptEntry:
+                self._leave_entry()
+            else:
+                self._pos = self._size
+                return data
+        if self._s3 is not None:
+            return self._s3.readall()
+        rest = bytearray(max(0, self._size - self._pos))
+        view, got = memoryview(rest), 0
+        while got < len(rest):
+            done = self.readinto(view[got:])
+            if not done:
+                break
+            got += done
+        return bytes(view[:got])
 
     def read_chunk(self) -> Optional[bytes]:
         chunk = self.read(_CHUNK_BYTES)
@@ -158,8 +196,48 @@ class CachedObjectReader(io.RawIOBase):
     def close(self) -> None:
         if not self.closed:
             self._entry.close()
-            self._data = None
+            if self._s3 is not None:
+                self._s3.close()
         super().close()
+
+    def _read_checked(self, view: memoryview) -> int:
+        """Reads checked bytes at the position into ``view`` (not past the object's end); raises
+        CorruptEntry, with nothing returned, if a block they come from is damaged."""
+        entry = self._entry
+        index, offset = divmod(self._pos, entry.block_bytes)
+        if offset == 0 and index != self._block_index:
+            # Whole blocks, straight into the caller's buffer: the last one may end with the object.
+            if self._pos + len(view) == self._size:
+                span = len(view)  # to the object's end, whose last block may be short
+            else:
+                span = len(view) // entry.block_bytes * entry.block_bytes
+            if span:
+                if os.preadv(entry.fd, [view[:span]], self._pos) != span:
+                    raise CorruptEntry("shorter than its size")
+                entry.check_blocks(index, view[:span])
+                return span
+        if index != self._block_index:
+            start = index * entry.block_bytes
+            length = min(entry.block_bytes, self._size - start)
+            if len(self._block) < length:
+                self._block = bytearray(min(entry.block_bytes, self._size))
+            block = memoryview(self._block)[:length]
+            self._block_index = -1
+            if os.preadv(entry.fd, [block], start) != length:
+                raise CorruptEntry("shorter than its size")
+            entry.check_blocks(index, block)
+            self._block_index = index
+        start = index * entry.block_bytes
+        end = min(start + entry.block_bytes, self._size)
+        count = min(len(view), end - self._pos)
+        view[:count] = memoryview(self._block)[offset : offset + count]
+        return count
+
+    def _leave_entry(self) -> None:
+        """A damaged entry: the policy drops it and the rest comes from S3, from this position on."""
+        self._s3 = self._refetch(self._pos)
+        self._entry.close()
+        self._block = bytearray()
 
     def _check_open(self) -> None:
         if self.closed:

@@ -245,6 +245,7 @@ class S3Client:
         byte_range: Optional[tuple[int, int]] = None,
         suffix_bytes: int = 0,
         if_match: str = "",
+        if_none_match: str = "",
         window_bytes: Optional[int] = None,
         part_size_bytes: Optional[int] = None,
     ) -> _core.ObjectStream:
@@ -256,6 +257,8 @@ class S3Client:
             byte_range: ``(first, last)`` inclusive byte offsets to fetch only part of the object.
             suffix_bytes: fetch only the object's last ``suffix_bytes`` (exclusive with byte_range).
             if_match: fail with S3IntegrityError unless the object still has this ETag.
+            if_none_match: fail with an S3Error of ``http_status`` 304 (Not Modified) if the object still has
+                this ETag; otherwise the GET delivers the object as usual (the local cache's check).
             window_bytes: how far the download may run ahead of the reader [config.read_window_bytes].
             part_size_bytes: size of each ranged GET [config.part_size_bytes].
 
@@ -273,6 +276,7 @@ class S3Client:
             byte_range=byte_range,
             suffix_bytes=suffix_bytes,
             if_match=if_match,
+            if_none_match=if_none_match,
             window_bytes=window_bytes or 0,
             timeout_ms=self.config.request_timeout_ms,
             part_size_bytes=part_size_bytes or 0,

@@ -194,10 +194,11 @@ _TLS_CAUSES = {
         "S3_VERIFY_SSL=0) turns verification off",
     ),
 }
-# A reply that is not TLS at all: s2n finds no TLS record where one must be.
-_NOT_TLS_REASONS = {"S2N_ERR_BAD_MESSAGE", "S2N_ERR_RECORD_LIMIT", "S2N_ERR_BAD_KEY_SHARE"}
+# A reply that is not TLS at all: NOT_TLS is ours (tls_handshake_hook.h: the server's first bytes are no TLS
+# record); the s2n reasons are what s2n finds where a TLS record must be.
+_NOT_TLS_REASONS = {"NOT_TLS", "S2N_ERR_BAD_MESSAGE", "S2N_ERR_RECORD_LIMIT", "S2N_ERR_BAD_KEY_SHARE"}
 _NOT_TLS = (
-    "the endpoint does not answer in TLS",
+    "the endpoint does not speak TLS: is it http://?",
     "if it serves plain HTTP, use an http:// endpoint_url (or S3_USE_HTTPS=0)",
 )
 _TLS_OTHER_HINT = f"check that endpoint_url names an HTTPS endpoint; {TLS_TRUST_HOW_TO}"
@@ -209,8 +210,40 @@ def _tls_cause(info: dict) -> tuple[str, str]:
     if reason in _TLS_CAUSES:
         return _TLS_CAUSES[reason]
     if reason in _NOT_TLS_REASONS:
+        answer = info.get("tls_reason_message", "") if reason == "NOT_TLS" else ""
+        if answer:
+            # What the server sent instead, e.g. the status line of a plain-HTTP server's 400.
+            return f"{_NOT_TLS[0]} (it answered {answer!r})", _NOT_TLS[1]
         return _NOT_TLS
     return "TLS handshake failed", _TLS_OTHER_HINT
+
+
+# A proxy's answer to CONNECT -> (the cause in words, what to do).
+_PROXY_REFUSALS = {
+    407: (
+        "the proxy asks for credentials",
+        "put them in the proxy URL, http://user:password@host:port (proxy_url= or HTTPS_PROXY)",
+    ),
+    403: (
+        "the proxy refused the connection",
+        "ask the proxy's administrators to allow this endpoint, or bypass the proxy for its host with "
+        'NO_PROXY (or proxy_url="")',
+    ),
+}
+_PROXY_OTHER = (
+    "the proxy could not open a tunnel to the endpoint",
+    "check endpoint_url and that the proxy can reach it",
+)
+
+
+def _proxy_cause(info: dict) -> tuple[str, str]:
+    """The cause of a refused CONNECT in words, and what to do."""
+    return _PROXY_REFUSALS.get(info.get("proxy_status", 0), _PROXY_OTHER)
+
+
+def _is_proxy_refusal(info: dict) -> bool:
+    crt = info["crt_error_name"]
+    return info["http_status"] == 0 and crt.startswith("AWS_ERROR_HTTP_PROXY_CONNECT_FAILED")
 
 
 _NETWORK_PREFIXES = ("AWS_IO_", "AWS_ERROR_HTTP_")
@@ -266,6 +299,8 @@ def _classify(info: dict) -> tuple[type, str]:
         )
     if status == 0 and crt.startswith("AWS_IO_TLS_ERROR"):
         return S3NetworkError, _tls_cause(info)[1]
+    if _is_proxy_refusal(info):
+        return S3NetworkError, _proxy_cause(info)[1]
     if status == 0 and crt.startswith(_NETWORK_PREFIXES):
         if "TIMEOUT" in crt:
             return (
@@ -332,6 +367,12 @@ def error_from_native(info: dict) -> S3Error:
             f"TLS handshake{' with ' + endpoint if endpoint else ''} failed: {cause} "
             f"({reason + ', ' if reason else ''}{info['crt_error_name']})"
         )
+    if _is_proxy_refusal(info):
+        proxy = info.get("proxy", "")
+        proxy_status = info.get("proxy_status", 0)
+        answer = f" (HTTP {proxy_status})" if proxy_status else ""
+        through = f"the proxy {proxy}" if proxy else "the proxy"
+        what = f"CONNECT through {through} failed: {_proxy_cause(info)[0]}{answer} ({info['crt_error_name']})"
     parts = [f"{info['operation']} {printable_url(url)} failed: {what}"]
     if status:
         parts.append(f"(HTTP {status})")

@@ -105,6 +105,7 @@ class ObjectReader(io.RawIOBase):
         stream: a GET of the whole object already started (the loader's), or None to fetch on first read.
         size: the object's size if known (a listing, or the stream's headers), else None.
         window_bytes: how far a sequential read may run ahead [config.read_window_bytes].
+        etag: the version to read, if known: every GET asks for it with ``If-Match`` [""].
     """
 
     def __init__(
@@ -115,6 +116,7 @@ class ObjectReader(io.RawIOBase):
         stream: Optional[_core.ObjectStream] = None,
         size: Optional[int] = None,
         window_bytes: Optional[int] = None,
+        etag: str = "",
     ) -> None:
         super().__init__()
         config = client.config
@@ -125,7 +127,7 @@ class ObjectReader(io.RawIOBase):
         self._window = window_bytes or config.read_window_bytes
         self._retain = config.retain_bytes
         self._size = size
-        self._etag = ""
+        self._etag = etag
         self._pos = 0
         self._source: Optional[_Source] = None  # the GET read last
         self._kept: list[_Source] = []  # earlier GETs of an object held whole, for the bytes they hold

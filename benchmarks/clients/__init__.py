@@ -18,16 +18,24 @@ CLIENTS = {
     "torchdata-original": "torchdata_original",
     "s3torchconnector": "s3torchconnector_client",
     "raw-http": "raw_http",
+    # The `epochs` workload's: ours without its cache, the peers' caches, and the local-disk ceiling.
+    "torchdata_s3-nocache": "ours_nocache",
+    "fsspec-filecache": "fsspec_filecache",
+    "fsspec-simplecache": "fsspec_simplecache",
+    "torchdata-on_disk_cache": "torchdata_on_disk_cache",
+    "local-disk": "local_disk",
 }
 OURS = "torchdata_s3"
 # Faster private paths of ours, reported beside the headline figure; never a peer, never the headline.
-OURS_VARIANTS = ("torchdata_s3-read_chunk",)
+OURS_VARIANTS = ("torchdata_s3-read_chunk", "torchdata_s3-nocache")
 CEILING = "raw-http"
+LOCAL_DISK = "local-disk"  # the `epochs` workload's ceiling: the dataset's files read from local disk
+CEILINGS = (CEILING, LOCAL_DISK)
 WORKLOADS = tuple(_REGISTRY)
 
 
 def is_peer(name: str) -> bool:
-    return name != OURS and name != CEILING and name not in OURS_VARIANTS
+    return name != OURS and name not in CEILINGS and name not in OURS_VARIANTS
 
 
 def load(name: str) -> ModuleType:

@@ -34,6 +34,10 @@ class Context:
     # What a `random` case reads of its one object: {"format": "parquet", "columns": [...]} or
     # {"format": "zip", "members": [...]}.
     selection: dict = field(default_factory=dict)
+    epochs: int = 2  # passes over the dataset in the `epochs` workload
+    # The harness's data directory (``<local_dir>/<bucket>/<key>``: the files the endpoint serves), for the
+    # local-disk ceiling; the `epochs` workload's caches are made under it too, on the same disk.
+    local_dir: str = ""
 
     def urls(self) -> list[str]:
         return [f"s3://{self.bucket}/{key}" for key in self.keys]

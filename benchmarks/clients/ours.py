@@ -12,18 +12,21 @@ import torchdata_s3
 from torchdata_s3.client import native_client
 
 from .common import Context, Measurement, consume_keys, consume_objects, consume_text, gil_pace
+from .epochs import cache_directory, consume_epochs
 from .images import Sample, consume_images, decode
 from .random_access import read_selection
 
 NAME = "torchdata_s3"
 CONFIGURATION = (
     "S3FileLoader defaults (prefetch 64 within 512 MiB, used as measured latency asks; 8 MiB parts; "
-    "64 MiB read window); stream.read(1 MiB) to the end of each object"
+    "64 MiB read window); stream.read(1 MiB) to the end of each object; epochs: the prefix, cache_dir set"
 )
 
 
-def _config(ctx: Context) -> torchdata_s3.S3Config:
-    config = torchdata_s3.S3Config.resolve(endpoint_url=ctx.endpoint_url, region=ctx.region, **ctx.options)
+def _config(ctx: Context, **options: object) -> torchdata_s3.S3Config:
+    config = torchdata_s3.S3Config.resolve(
+        endpoint_url=ctx.endpoint_url, region=ctx.region, **{**ctx.options, **options}
+    )
     # Every adapter builds its client before the timed section (boto3.client(...), S3FileSystem(...)). Ours
     # builds its native client (event loops, connection pool) on first use, so build it here.
     native_client(config)
@@ -101,3 +104,22 @@ def images(ctx: Context) -> Measurement:
 def random(ctx: Context) -> Measurement:
     client = torchdata_s3.S3Client(_config(ctx))
     return read_selection(functools.partial(open_for_random_access, client), ctx)
+
+
+# --- epochs: the dataset's prefix through the loader, with the local cache and without ---------------------
+
+
+def read_epochs(ctx: Context, *, cache: bool) -> Measurement:
+    """Every epoch lists the prefix and loads what it lists, as a training loop over
+    ``load_files_by_s3()`` of a prefix does: the listing gives each object's ETag, which confirms a cache
+    entry without a request of its own. With ``cache``, a fresh ``cache_dir`` per measurement."""
+    with cache_directory(ctx) as directory:
+        config = _config(ctx, cache_dir=directory) if cache else _config(ctx)
+        prefix = f"s3://{ctx.bucket}/{ctx.prefix}"
+        return consume_epochs(
+            lambda: torchdata_s3.S3FileLoader(IterableWrapper([prefix]), config=config), ctx
+        )
+
+
+def epochs(ctx: Context) -> Measurement:
+    return read_epochs(ctx, cache=True)

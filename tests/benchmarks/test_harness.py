@@ -23,9 +23,13 @@ from benchmarks.workloads import HEADLINE
 pytestmark = pytest.mark.integration
 
 
+DATA_ROOT: list[Path] = []  # the tiny datasets' directory, for the epochs workload's local-disk ceiling
+
+
 @pytest.fixture(scope="module")
 def tiny_datasets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     root = tmp_path_factory.mktemp("bench-data")
+    DATA_ROOT[:] = [root]
     specs = {
         "text": datasets.DatasetSpec("text", {"shards": 3, "lines_per_shard": 400}),
         "large": datasets.DatasetSpec("large", {"count": 2, "size_bytes": 9 * 1024 * 1024 + 17}),
@@ -48,7 +52,12 @@ def endpoint(tiny_datasets: tuple[Path, dict]) -> Iterator[LocalEndpoint]:
 def cases_for(workload: str, endpoint_url: str, manifests: dict, verify: bool) -> list[Case]:
     """The harness's own cases for `workload` (one per variant), with small batches and no text workers."""
     arguments = argparse.Namespace(
-        workloads=workload, bucket=datasets.BUCKET, batch_sizes="64", num_workers="0"
+        workloads=workload,
+        bucket=datasets.BUCKET,
+        batch_sizes="64",
+        num_workers="0",
+        epochs=2,
+        data_dir=DATA_ROOT[0],
     )
     cases = build_cases(arguments, endpoint_url, manifests)
     for case in cases:
@@ -77,13 +86,23 @@ def test_adapter_reads_the_right_bytes(
         assert result["seconds"] > 0
         # The whole process's CPU over the timed section; curl's and DataLoader workers' included.
         assert result["cpu_seconds"] > 0
-        assert result["requests"] > 0 and result["fetched_bytes"] > 0
+        if client == "local-disk":  # the epochs workload's ceiling never asks the endpoint
+            assert result["requests"] == 0
+        else:
+            assert result["requests"] > 0 and result["fetched_bytes"] > 0
         if client != "raw-http":
             assert result["digest"] == case.expected_digest
         if workload == "gil":
             assert 0 < result["extra"]["pace_percent"] < 1000
         if workload in ("large", "small", "stream"):  # read whole: at least every byte once
             assert result["fetched_bytes"] >= sum(case.context.sizes)
+        if workload == "epochs":
+            seconds = result["extra"]["epoch_seconds"]
+            assert len(seconds) == 2 and result["seconds"] == seconds[1]
+            if client in ("torchdata_s3", "torchdata-on_disk_cache", "fsspec-filecache"):
+                # The second epoch came from the cache: the endpoint sent each byte once (ours: plus
+                # nothing but the listings; the peers' first epoch may fetch more than once).
+                assert result["fetched_bytes"] < 2 * sum(case.context.sizes)
 
 
 def test_a_client_that_cannot_do_a_workload_is_recorded_not_hidden(
@@ -196,6 +215,31 @@ def test_lower_is_better_workloads_compare_the_other_way(tiny_datasets) -> None:
     [comparison] = summarize([parquet], runs, {"profile": "fast"})["comparisons"]
     assert comparison["unit"] == "s" and comparison["higher_is_better"] is False
     assert comparison["ours_vs_best_peer"] == pytest.approx(2.0)  # the best peer's 1.0 s over ours' 0.5 s
+
+
+def test_epochs_report_later_epochs_first_epoch_and_the_local_disk_ceiling(tiny_datasets) -> None:  # type: ignore[no-untyped-def]
+    small, _large = cases_for("epochs", "http://unused", tiny_datasets[1], verify=False)
+    mb = 10**6
+
+    def run(client: str, first_s: float, later_s: float) -> Run:
+        extra = {"epoch_seconds": [first_s, later_s]}
+        return Run(client, "epochs", small.variant, 0, mb / 1e6 / later_s, later_s, 1, mb, 0, 0, extra=extra)
+
+    runs = [
+        run(OURS, 1.0, 0.1),  # epoch 1: 1 MB/s; later: 10 MB/s
+        run("torchdata_s3-nocache", 0.8, 0.8),
+        run("fsspec-filecache", 2.0, 0.05),
+        run("local-disk", 0.08, 0.08),
+    ]
+    [comparison] = summarize([small], runs, {"profile": "s3like"})["comparisons"]
+    assert comparison["clients"][OURS]["median"] == pytest.approx(10.0)
+    assert comparison["clients"][OURS]["secondary_median"] == pytest.approx(1.0)
+    assert comparison["ours_vs_secondary"] == pytest.approx(10.0)  # later epochs over the first
+    assert comparison["ours_secondary_vs_variants"] == {"torchdata_s3-nocache": pytest.approx(0.8)}
+    assert comparison["ceiling"] == "local-disk" and comparison["ours_vs_ceiling"] == pytest.approx(0.8)
+    assert comparison["ours_vs_best_peer"] == pytest.approx(0.5)  # neither ours' variant nor the ceiling
+    rendered = table({"meta": {"profile": "s3like"}, "comparisons": [comparison]})
+    assert "ours / local-disk ceiling: 80%" in rendered and "its own epoch 1: 10.0x" in rendered
 
 
 def test_access_log_counts_a_window(tmp_path: Path) -> None:

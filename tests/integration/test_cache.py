@@ -11,6 +11,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,10 @@ from typing import Any
 import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
+from tests.fault_proxy import FaultProxy
 from torchdata_s3 import S3Config, S3FileLoader, S3FileNotFoundError, S3NetworkError
 from torchdata_s3.cache import CacheUnavailableWarning, cache_info, clear_cache, main
-from torchdata_s3.cache_store import VERSION_DIR, CacheStore, entry_name
+from torchdata_s3.cache_store import BLOCK_BYTES, VERSION_DIR, CacheStore, entry_name
 from torchdata_s3.reader import S3ObjectStream
 
 pytestmark = pytest.mark.integration
@@ -146,6 +148,27 @@ def test_a_damaged_entry_is_discarded_and_fetched_again(
     third = epoch(inputs, tmp_path)
     assert {url: got[0] for url, got in third.items()} == objects
     assert all(got[1] == 0 for got in third.values())
+
+
+def test_an_entry_damaged_while_it_is_read_never_hands_over_a_bad_byte(
+    boto_s3, bucket: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Blocks are checked as they are read: a block damaged after the stream opened is caught before any of
+    its bytes are returned, and the rest of the object comes from S3 (the same version)."""
+    [(url, data)] = put_dataset(boto_s3, bucket, [3 * BLOCK_BYTES + 5]).items()
+    epoch([url], tmp_path)
+    [path] = entry_files(tmp_path)
+    [(_url, stream)] = list(S3FileLoader(IterableWrapper([url]), cache_dir=str(tmp_path)))
+    assert stream.read(BLOCK_BYTES + 10) == data[: BLOCK_BYTES + 10] and stream.bytes_fetched == 0
+    with open(path, "r+b") as entry:  # the same file the stream has open
+        entry.seek(2 * BLOCK_BYTES + 100)
+        entry.write(bytes([data[2 * BLOCK_BYTES + 100] ^ 0xFF]))
+    assert stream.read() == data[BLOCK_BYTES + 10 :], "a damaged block reached the reader"
+    assert 0 < stream.bytes_fetched < len(data)  # the rest, from S3
+    stream.seek(0)
+    assert stream.read(100) == data[:100]
+    stream.close()
+    assert entry_files(tmp_path) == [], "the damaged entry was kept"
 
 
 def test_a_stream_not_read_to_the_end_leaves_no_entry(boto_s3, bucket: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -283,7 +306,12 @@ def test_a_process_killed_mid_write_leaves_no_entry(boto_s3, bucket: str, tmp_pa
     try:
         assert worker.stdout is not None
         assert worker.stdout.readline().strip() == "reading"
-        temps = list((tmp_path / VERSION_DIR / "tmp").iterdir())
+        deadline = time.monotonic() + 30  # the writes' thread writes what the reader has received
+        while True:
+            temps = list((tmp_path / VERSION_DIR / "tmp").iterdir())
+            if (len(temps) == 1 and temps[0].stat().st_size > 0) or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
         assert len(temps) == 1 and temps[0].stat().st_size > 0  # mid-write
         worker.send_signal(signal.SIGKILL)
     finally:
@@ -353,6 +381,48 @@ def test_the_conditional_check_asks_the_loaders_own_endpoint(boto_s3, bucket: st
     with pytest.raises(S3NetworkError):
         epoch(list(objects), tmp_path, endpoint_url="http://127.0.0.1:9", max_retries=0)
     assert all(got[1] == 0 for got in epoch(list(objects), tmp_path).values())
+
+
+def test_an_entry_whose_etag_the_loader_does_not_know_is_confirmed_by_if_none_match(
+    boto_s3, bucket: str, moto_server, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Named by URL, an object's entry is confirmed by one conditional GET: 304 serves the entry; once the
+    object changed, the 200 to that same request is the new version, read and cached with no second GET."""
+    objects = put_dataset(boto_s3, bucket, [3000, 2 * MiB])
+    urls = list(objects)
+    with FaultProxy(moto_server.port) as proxy:
+        options = {"endpoint_url": proxy.endpoint_url}
+        epoch(urls, tmp_path, **options)
+        [etag] = {record.if_none_match for record in proxy.records} or {""}
+        assert etag == "", "the first epoch has nothing to confirm"
+        before = len(proxy.records)
+        second = epoch(urls, tmp_path, **options)
+        assert {url: got[0] for url, got in second.items()} == objects
+        assert all(got[1] == 0 for got in second.values())
+        checks = proxy.records[before:]
+        assert sorted((r.path, r.status, bool(r.if_none_match)) for r in checks) == [
+            (path_of(url), 304, True) for url in urls
+        ]
+        assert all(r.if_none_match.startswith('"') and r.if_none_match.endswith('"') for r in checks)
+        new = {url: payload(len(data), seed=7 + len(data)) for url, data in objects.items()}
+        for url, data in new.items():
+            boto_s3.put_object(Bucket=bucket, Key=url.split("/", 3)[3], Body=data)
+        before = len(proxy.records)
+        third = epoch(urls, tmp_path, **options)
+        assert {url: got[0] for url, got in third.items()} == new
+        assert all(got[1] == len(new[url]) for url, got in third.items()), "fetched more than once"
+        first_requests = {}
+        for record in proxy.records[before:]:
+            first_requests.setdefault(record.path, record)
+        assert all(r.if_none_match and r.status in (200, 206) for r in first_requests.values())
+        before = len(proxy.records)
+        fourth = epoch(urls, tmp_path, **options)  # the refreshed entries, confirmed again
+        assert {url: got[0] for url, got in fourth.items()} == new
+        assert [r.status for r in proxy.records[before:]] == [304] * len(urls)
+
+
+def path_of(url: str) -> str:
+    return "/" + url[len("s3://") :]
 
 
 def test_a_deleted_object_named_by_url_is_not_served_from_the_cache(

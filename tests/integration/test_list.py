@@ -95,6 +95,9 @@ class _WebPage(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(body)))
+        # http.server closes after every answer: say so, or the client may send its next request on the
+        # closing connection (seen once in 7 runs: AWS_ERROR_HTTP_CONNECTION_CLOSED with max_retries=0).
+        self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
 

@@ -22,6 +22,7 @@ from benchmarks.endpoint.certificates import SessionCertificates, make_session_c
 from benchmarks.endpoint.nginx import LocalEndpoint, ensure_nginx_installed
 from benchmarks.endpoint.verify import check_profile
 from tests.connect_proxy import ConnectProxy, connect_proxy
+from tests.s3_server import free_loopback_port
 from torchdata_s3 import (
     S3Client,
     S3Config,
@@ -29,7 +30,6 @@ from torchdata_s3 import (
     S3FileLister,
     S3FileLoader,
     S3NetworkError,
-    S3TimeoutError,
 )
 
 pytestmark = pytest.mark.integration
@@ -54,22 +54,28 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> SessionCertificate
 
 
 @pytest.fixture(scope="module")
-def data_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """The objects, and the sha256 of the large one (written in 1 MiB blocks that all differ)."""
+def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The small objects and the multipart one; the large one joins them when a test asks (large_object)."""
     root = tmp_path_factory.mktemp("tls-data")
     bucket = root / BUCKET
     (bucket / "small").mkdir(parents=True)
     for key in SMALL_KEYS:
         (bucket / key).write_bytes(small_body(key))
     (bucket / MULTIPART_KEY).write_bytes(os.urandom(MULTIPART_BYTES))
+    return root
+
+
+@pytest.fixture(scope="module")
+def large_object(data_root: Path) -> str:
+    """The sha256 of the large object, written in 1 MiB blocks that all differ."""
     seed = os.urandom(1024 * 1024)
     digest = hashlib.sha256()
-    with open(bucket / LARGE_KEY, "wb") as large:
+    with open(data_root / BUCKET / LARGE_KEY, "wb") as large:
         for block in range(LARGE_BYTES // len(seed)):
             data = block.to_bytes(8, "little") + seed[8:]
             digest.update(data)
             large.write(data)
-    return root, digest.hexdigest()
+    return digest.hexdigest()
 
 
 def _endpoint(root: Path, files: tuple[Path, Path]) -> Iterator[LocalEndpoint]:
@@ -79,28 +85,24 @@ def _endpoint(root: Path, files: tuple[Path, Path]) -> Iterator[LocalEndpoint]:
 
 
 @pytest.fixture(scope="module")
-def https_endpoint(data_root: tuple[Path, str], certificates: SessionCertificates) -> Iterator[LocalEndpoint]:
-    yield from _endpoint(data_root[0], certificates.valid.nginx_files)
+def https_endpoint(data_root: Path, certificates: SessionCertificates) -> Iterator[LocalEndpoint]:
+    yield from _endpoint(data_root, certificates.valid.nginx_files)
 
 
 @pytest.fixture(scope="module")
-def wrong_host_endpoint(
-    data_root: tuple[Path, str], certificates: SessionCertificates
-) -> Iterator[LocalEndpoint]:
-    yield from _endpoint(data_root[0], certificates.wrong_host.nginx_files)
+def wrong_host_endpoint(data_root: Path, certificates: SessionCertificates) -> Iterator[LocalEndpoint]:
+    yield from _endpoint(data_root, certificates.wrong_host.nginx_files)
 
 
 @pytest.fixture(scope="module")
-def expired_endpoint(
-    data_root: tuple[Path, str], certificates: SessionCertificates
-) -> Iterator[LocalEndpoint]:
-    yield from _endpoint(data_root[0], certificates.expired.nginx_files)
+def expired_endpoint(data_root: Path, certificates: SessionCertificates) -> Iterator[LocalEndpoint]:
+    yield from _endpoint(data_root, certificates.expired.nginx_files)
 
 
 @pytest.fixture(scope="module")
-def plain_endpoint(data_root: tuple[Path, str]) -> Iterator[LocalEndpoint]:
+def plain_endpoint(data_root: Path) -> Iterator[LocalEndpoint]:
     ensure_nginx_installed()
-    with LocalEndpoint(data_root[0]) as endpoint:
+    with LocalEndpoint(data_root) as endpoint:
         yield endpoint
 
 
@@ -130,7 +132,7 @@ def test_listing_and_loading_small_and_multipart_objects_over_tls(
     mode: str,
     https_endpoint: LocalEndpoint,
     certificates: SessionCertificates,
-    data_root: tuple[Path, str],
+    data_root: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     config = trusting_config(mode, https_endpoint, certificates, monkeypatch)
@@ -139,11 +141,11 @@ def test_listing_and_loading_small_and_multipart_objects_over_tls(
     loaded = {url: stream.read() for url, stream in S3FileLoader(IterableWrapper(listed), config=config)}
     assert loaded == {f"s3://{BUCKET}/{key}": small_body(key) for key in SMALL_KEYS}
     with S3Client(config).open(f"s3://{BUCKET}/{MULTIPART_KEY}") as stream:
-        assert stream.read() == (data_root[0] / BUCKET / MULTIPART_KEY).read_bytes()
+        assert stream.read() == (data_root / BUCKET / MULTIPART_KEY).read_bytes()
 
 
 def test_a_large_object_over_tls_arrives_byte_exact(
-    https_endpoint: LocalEndpoint, certificates: SessionCertificates, data_root: tuple[Path, str]
+    https_endpoint: LocalEndpoint, certificates: SessionCertificates, large_object: str
 ) -> None:
     config = S3Config.resolve(endpoint_url=https_endpoint.endpoint_url, ca_file=str(certificates.ca_file))
     digest = hashlib.sha256()
@@ -156,7 +158,7 @@ def test_a_large_object_over_tls_arrives_byte_exact(
             digest.update(chunk)
             received += len(chunk)
     assert received == LARGE_BYTES
-    assert digest.hexdigest() == data_root[1]
+    assert digest.hexdigest() == large_object
 
 
 def failure_of(config: S3Config, url: str = f"s3://{BUCKET}/{SMALL_KEYS[0]}") -> tuple[S3Error, float]:
@@ -227,16 +229,20 @@ def test_plain_http_to_a_tls_port_fails_fast_suggesting_https(https_endpoint: Lo
     assert "use an https:// endpoint_url" in str(error)
 
 
-def test_https_to_a_plain_http_port_fails_after_request_timeout_ms(plain_endpoint: LocalEndpoint) -> None:
-    # nginx answers the ClientHello with a plain 400 and closes; the socket closes before s2n judges the
-    # bytes, and a closed socket is retried like any dropped connection: only the reader's patience ends it
-    # (the known gap in the README and docs/errors.md).
-    config = S3Config.resolve(
-        endpoint_url=plain_endpoint.endpoint_url.replace("http://", "https://"), request_timeout_ms=1500
-    )
+def test_https_to_a_plain_http_port_fails_fast_suggesting_http(plain_endpoint: LocalEndpoint) -> None:
+    # nginx answers the ClientHello with a plain-HTTP 400 and closes; s2n alone would wait for the rest of a
+    # "record" 20 KB long, and the closed socket would be retried until request_timeout_ms.
+    config = S3Config.resolve(endpoint_url=plain_endpoint.endpoint_url.replace("http://", "https://"))
+    assert config.request_timeout_ms > FAST_FAILURE_S * 1000  # the failure below is not the reader's timer
     error, elapsed = failure_of(config)
-    assert type(error) is S3TimeoutError
-    assert elapsed < 1.5 + FAST_FAILURE_S
+    assert type(error) is S3NetworkError
+    assert elapsed < FAST_FAILURE_S
+    message = str(error)
+    assert f"s3://{BUCKET}/{SMALL_KEYS[0]}" in message
+    assert f"TLS handshake with 127.0.0.1:{plain_endpoint.port} failed" in message
+    assert "the endpoint does not speak TLS: is it http://?" in message
+    assert "(it answered 'HTTP/1.1 400 Bad Request')" in message
+    assert "use an http:// endpoint_url" in message
 
 
 def test_a_missing_ca_bundle_is_refused_when_the_configuration_is_made(
@@ -321,26 +327,102 @@ def test_no_proxy_bypasses_the_proxy(
     assert proxy.request_lines() == []
 
 
-def test_an_untrusted_certificate_behind_a_proxy_is_retried_until_request_timeout_ms(
+def test_an_untrusted_certificate_behind_a_proxy_fails_fast_naming_the_cause(
     proxy: ConnectProxy, https_endpoint: LocalEndpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The known gap (README, "TLS and proxies"): aws-c-http's tunnel takes over the handshake callback, so
-    # the cause is not seen and the handshake is retried like a dropped connection. It still fails (never
-    # hangs, never yields data), within request_timeout_ms.
+    # aws-c-http's tunnel takes the handshake's outcome for itself; tls_handshake_hook.h sees it first.
     monkeypatch.setenv("HTTPS_PROXY", proxy.url)
-    config = S3Config.resolve(endpoint_url=https_endpoint.endpoint_url, request_timeout_ms=2000)
+    config = S3Config.resolve(endpoint_url=https_endpoint.endpoint_url)
     error, elapsed = failure_of(config)
-    assert isinstance(error, S3NetworkError)
-    assert elapsed < 2.0 + FAST_FAILURE_S
-    assert len(proxy.request_lines()) >= 1
+    assert type(error) is S3NetworkError
+    assert elapsed < FAST_FAILURE_S
+    assert f"TLS handshake with 127.0.0.1:{https_endpoint.port} failed: certificate not trusted" in str(error)
+    assert "ca_file=" in str(error) and "AWS_CA_BUNDLE" in str(error)
+    assert len(proxy.request_lines()) == 1  # one CONNECT: no retry of a certificate that is not trusted
+
+
+def test_a_certificate_for_another_host_behind_a_proxy_fails_fast(
+    proxy: ConnectProxy,
+    wrong_host_endpoint: LocalEndpoint,
+    certificates: SessionCertificates,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+    config = S3Config.resolve(
+        endpoint_url=wrong_host_endpoint.endpoint_url, ca_file=str(certificates.ca_file)
+    )
+    error, elapsed = failure_of(config)
+    assert type(error) is S3NetworkError
+    assert elapsed < FAST_FAILURE_S
+    assert "certificate is for another host" in str(error)
+
+
+def test_proxy_credentials_from_the_proxy_url_are_sent(
+    https_endpoint: LocalEndpoint, certificates: SessionCertificates
+) -> None:
+    with connect_proxy(credentials=("user", "p@ss")) as proxy:
+        config = S3Config.resolve(
+            endpoint_url=https_endpoint.endpoint_url,
+            ca_file=str(certificates.ca_file),
+            proxy_url=f"http://user:p%40ss@127.0.0.1:{proxy.port}",
+        )
+        assert S3Client(config).open(f"s3://{BUCKET}/{SMALL_KEYS[4]}").read() == small_body(SMALL_KEYS[4])
+        assert proxy.request_lines() == [f"CONNECT 127.0.0.1:{https_endpoint.port} HTTP/1.1"]
+
+
+@pytest.mark.parametrize(
+    ("proxy_says", "cause", "fix"),
+    [
+        ("407", "the proxy asks for credentials (HTTP 407)", "user:password@"),
+        ("403", "the proxy refused the connection (HTTP 403)", "NO_PROXY"),
+    ],
+    ids=["407", "403"],
+)
+def test_a_proxy_that_says_no_fails_fast_naming_the_proxy(
+    proxy_says: str,
+    cause: str,
+    fix: str,
+    https_endpoint: LocalEndpoint,
+    certificates: SessionCertificates,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with connect_proxy(credentials=("user", "secret"), refuse_all=proxy_says == "403") as proxy:
+        user = "user:secret@" if proxy_says == "403" else ""
+        monkeypatch.setenv("HTTPS_PROXY", f"http://{user}127.0.0.1:{proxy.port}")
+        config = S3Config.resolve(endpoint_url=https_endpoint.endpoint_url, ca_file=str(certificates.ca_file))
+        error, elapsed = failure_of(config)
+        attempts = len(proxy.request_lines())
+    assert type(error) is S3NetworkError
+    assert elapsed < FAST_FAILURE_S
+    message = str(error)
+    assert f"s3://{BUCKET}/{SMALL_KEYS[0]}" in message
+    assert f"proxy 127.0.0.1:{proxy.port}" in message and cause in message and fix in message
+    assert "secret" not in message
+    assert attempts == 1  # not retried: the proxy will say the same again
+
+
+def test_an_unreachable_proxy_is_retried_then_fails_typed(
+    https_endpoint: LocalEndpoint, certificates: SessionCertificates, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Like an unreachable endpoint (test_faults.py): a refused connection may be a proxy restarting, so it is
+    # retried; the CRT reports it alike for a proxy and an endpoint, so the message cannot name the proxy.
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{free_loopback_port()}")  # nothing listens there
+    config = S3Config.resolve(
+        endpoint_url=https_endpoint.endpoint_url, ca_file=str(certificates.ca_file), max_retries=1
+    )
+    error, elapsed = failure_of(config)
+    assert type(error) is S3NetworkError
+    assert error.crt_error == "AWS_IO_SOCKET_CONNECTION_REFUSED"
+    assert "proxy settings" in str(error)
+    assert elapsed < FAST_FAILURE_S  # one retry: its backoff is at most 1 s
 
 
 def test_the_s3like_profile_keeps_its_latency_and_pace_over_tls(
-    data_root: tuple[Path, str], certificates: SessionCertificates
+    data_root: Path, certificates: SessionCertificates
 ) -> None:
     # The harness's --https runs: without sendfile, nginx paced nothing until its output buffers grew.
     ensure_nginx_installed()
-    with LocalEndpoint(data_root[0], "s3like", tls=certificates.valid.nginx_files) as endpoint:
+    with LocalEndpoint(data_root, "s3like", tls=certificates.valid.nginx_files) as endpoint:
         measured = check_profile(
             endpoint.endpoint_url, BUCKET, MULTIPART_KEY, "s3like", ca_file=str(certificates.ca_file)
         )

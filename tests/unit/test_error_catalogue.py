@@ -128,7 +128,16 @@ EVERY_KIND_OF_FAILURE = [
             "S2N_ERR_CERT_NOT_YET_VALID",
             "S2N_ERR_BAD_MESSAGE",
             "S2N_ERR_SOMETHING_ELSE",
+            "NOT_TLS",
         )
+    ),
+    *(
+        {
+            "crt_error_name": "AWS_ERROR_HTTP_PROXY_CONNECT_FAILED",
+            "proxy": "127.0.0.1:3128",
+            "proxy_status": s,
+        }
+        for s in (407, 403, 502)
     ),
 ]
 
@@ -195,7 +204,11 @@ def test_credentials_unavailable() -> None:
         ("S2N_ERR_CERT_UNTRUSTED", "certificate not trusted"),
         ("S2N_ERR_CERT_INVALID_HOSTNAME", "certificate is for another host"),
         ("S2N_ERR_CERT_EXPIRED", "certificate expired"),
-        ("S2N_ERR_BAD_MESSAGE", "the endpoint does not answer in TLS"),
+        ("S2N_ERR_BAD_MESSAGE", "the endpoint does not speak TLS: is it http://?"),
+        (
+            "NOT_TLS",
+            "the endpoint does not speak TLS: is it http://? (it answered 'HTTP/1.1 400 Bad Request')",
+        ),
         ("", "TLS handshake failed"),
     ],
 )
@@ -204,6 +217,7 @@ def test_a_tls_failure_names_the_endpoint_and_the_cause_in_words(reason: str, ca
         crt_error_name="AWS_IO_TLS_ERROR_NEGOTIATION_FAILURE",
         tls_endpoint="127.0.0.1:8443",
         tls_reason=reason,
+        tls_reason_message="HTTP/1.1 400 Bad Request" if reason == "NOT_TLS" else "",
     )
     error = error_from_native(info)
     assert type(error) is torchdata_s3.S3NetworkError

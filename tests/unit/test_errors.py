@@ -29,6 +29,8 @@ def native_info(**fields: object) -> dict:
         "tls_endpoint": "",
         "tls_reason": "",
         "tls_reason_message": "",
+        "proxy": "",
+        "proxy_status": 0,
     }
     info.update(fields)
     return info
