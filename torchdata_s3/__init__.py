@@ -27,6 +27,7 @@ except ImportError as error:
     raise ImportError(explain(error)) from error
 
 from ._functional import install as _install_functional_names
+from .checkpoint import load, save
 from .client import ObjectInfo, ObjectSummary, S3Client
 from .config import S3Config
 from .errors import (
@@ -69,9 +70,20 @@ __all__ = [
     "S3TimeoutError",
     "S3Url",
     "list_files_once",
+    "load",
     "open",
     "parse_s3_url",
+    "save",
 ]
 
 _core.set_error_factory(error_from_native)
 _install_functional_names()
+
+
+def __getattr__(name: str) -> object:
+    # torchdata_s3.dcp imports torch.distributed.checkpoint (seconds): only when it is first used.
+    if name == "dcp":
+        import importlib
+
+        return importlib.import_module(".dcp", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.readme import readme_example
 from tests.s3_server import MotoServer
 
 pytestmark = pytest.mark.integration
 
 SCRIPT = Path(__file__).with_name("distributed_pipeline.py")
-README = Path(__file__).parents[2] / "README.md"
 # pipeline -> the worker ids each rank reports under (-1: the rank's main process, num_workers=0)
 PIPELINES = {
     "lister": (0, 1),
@@ -31,14 +31,6 @@ PIPELINES = {
 }
 RANKS, WORKERS = 2, 2  # WORKERS: num_workers of the DataLoaders that use workers
 OBJECTS = 14  # not a multiple of 4: the shares differ in size
-
-
-def readme_recipe() -> str:
-    """The README's distributed example: the python code block that starts with ``# train.py``."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
-    recipes = [block for block in blocks if block.startswith("# train.py")]
-    assert len(recipes) == 1, "README.md should hold exactly one `# train.py` example"
-    return recipes[0]
 
 
 def list_requests(server: MotoServer, bucket: str, prefix: str) -> int:
@@ -69,7 +61,7 @@ def test_ranks_and_workers_read_disjoint_shares_that_cover_the_dataset(
     dataset: Counter, bucket: str, moto_server: MotoServer, tmp_path: Path
 ) -> None:
     recipe = tmp_path / "train.py"
-    recipe.write_text(readme_recipe())
+    recipe.write_text(readme_example("# train.py"))
     reports = tmp_path / "reports"
     reports.mkdir()
     result = subprocess.run(
