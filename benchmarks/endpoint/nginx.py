@@ -155,6 +155,13 @@ class LocalEndpoint:
             shutil.rmtree(self._run_dir, ignore_errors=True)
             self._run_dir = None
 
+    def process_ids(self) -> list[int]:
+        """The endpoint's running processes: nginx's master and workers, the sidecar, the relay (if any)."""
+        ours = [process.pid for process in (self._nginx, self._sidecar, self._relay) if process is not None]
+        if self._nginx is not None:
+            ours += _children_of(self._nginx.pid)
+        return ours
+
     @property
     def access_log(self) -> Path:
         """nginx's access log (``<status> <body bytes>`` per request); only while started."""
@@ -295,6 +302,16 @@ def _start_announcing(command: list[str], stderr_path: Path) -> subprocess.Popen
     )
     with open(stderr_path, "wb") as stderr:
         return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, env=environment)
+
+
+def _children_of(pid: int) -> list[int]:
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{entry}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[1] == str(pid):
+                    children.append(int(entry))
+    return children
 
 
 def _free_loopback_port() -> int:

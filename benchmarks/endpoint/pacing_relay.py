@@ -6,7 +6,7 @@ forwards to nginx. Each accepted connection gets two threads:
 
 * client -> nginx: bytes move through a pipe with ``os.splice`` (never copied into Python), at most
   ``rate`` bytes/s, by a token bucket holding at most ``BURST_BYTES`` (so a connection idle between
-  requests does not save up a burst);
+  requests does not save up a burst), in steps of up to ``STEP_BYTES``;
 * nginx -> client: unpaced (nginx already paces responses), also by ``splice``.
 
 TLS passes through untouched (the relay sees only bytes). When either side closes, the relay half-closes
@@ -31,9 +31,12 @@ from typing import Optional
 LOOPBACK_HOST = "127.0.0.1"
 
 BURST_BYTES = 256 * 1024
-"""The token bucket's depth and the largest step: 2.9 ms of sending at 90 MB/s."""
-_PIPE_BYTES = 1024 * 1024  # Linux's default pipe-max-size; a bigger pipe means fewer splice calls
-_UNPACED_STEP_BYTES = 1024 * 1024
+"""The token bucket's depth: what a connection may send at once after being idle (2.9 ms at 90 MB/s), so
+a 5 MiB part on a reused connection goes at most 5 % faster than the rate."""
+STEP_BYTES = 1024 * 1024
+"""The most moved per splice round: a step beyond the credit first waits for it. 1 MiB rather than 256 KiB
+cut the relay's CPU per GB by a quarter (measured 0.34 vs 0.44 s per GiB, unpaced, 8 connections)."""
+_PIPE_BYTES = 1024 * 1024  # Linux's default pipe-max-size: one step fits
 _SPLICE_MOVE = getattr(os, "SPLICE_F_MOVE", 1)
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
@@ -47,7 +50,8 @@ class TokenBucket:
         self._updated = time.monotonic()
 
     def take(self, count: int) -> None:
-        """Wait until ``count`` (at most ``depth``) bytes may go, and spend them."""
+        """Wait until ``count`` bytes may go (beyond the credit: as long as the rest takes at ``rate``), and
+        spend them."""
         now = time.monotonic()
         self._credit = min(self.depth, self._credit + (now - self._updated) * self.rate)
         self._updated = now
@@ -66,9 +70,8 @@ def relay(source: socket.socket, target: socket.socket, bucket: Optional[TokenBu
     try:
         with contextlib.suppress(OSError):  # a smaller pipe only means more calls
             fcntl.fcntl(write_end, _F_SETPIPE_SZ, _PIPE_BYTES)
-        step = BURST_BYTES if bucket is not None else _UNPACED_STEP_BYTES
         while True:
-            count = os.splice(source.fileno(), write_end, step, flags=_SPLICE_MOVE)
+            count = os.splice(source.fileno(), write_end, STEP_BYTES, flags=_SPLICE_MOVE)
             if count == 0:
                 with contextlib.suppress(OSError):
                     target.shutdown(socket.SHUT_WR)
@@ -90,7 +93,7 @@ def _relay_through_memory(
     source: socket.socket, target: socket.socket, bucket: Optional[TokenBucket]
 ) -> None:
     """:func:`relay` without ``splice``: the same, with a copy through a buffer."""
-    buffer = memoryview(bytearray(BURST_BYTES if bucket is not None else _UNPACED_STEP_BYTES))
+    buffer = memoryview(bytearray(STEP_BYTES))
     try:
         while True:
             count = source.recv_into(buffer)

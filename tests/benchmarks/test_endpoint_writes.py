@@ -258,6 +258,20 @@ def test_delete_removes_and_a_missing_key_is_no_error(
     assert call(endpoint, "DELETE", f"/{OTHER_BUCKET}/never/written")[0] == 204
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["with space.txt", "plus+sign.txt", "amp&and<angle>'quote\".txt", "ünïcødé ファイル.txt", "100%.txt"],
+)
+def test_keys_with_special_characters_are_written_where_reads_find_them(
+    fast: LocalEndpoint, data_root: Path, key: str, name: str
+) -> None:
+    s3 = s3_client(fast)
+    s3.put_object(Bucket=BUCKET, Key=f"{key}/{name}", Body=name.encode())
+    assert stored(data_root, f"{key}/{name}") == name.encode()
+    assert s3.get_object(Bucket=BUCKET, Key=f"{key}/{name}")["Body"].read() == name.encode()
+    assert listed_keys(s3, f"{key}/") == [f"{key}/{name}"]
+
+
 def test_an_overwrite_is_served_at_once(fast: LocalEndpoint, key: str) -> None:
     """nginx caches no open file with writes on: a replaced object is not served from a stale descriptor."""
     for body in (b"first version", b"second, longer version"):
