@@ -396,7 +396,7 @@ def test_s3like_delivers_latency_and_bandwidth_for_writes_and_reads(s3like: Loca
 
 
 def test_s3like_paces_each_connection_on_its_own(s3like: LocalEndpoint) -> None:
-    """Two connections uploading at once take about as long as one: the limit is per connection."""
+    """Three connections uploading at once take about as long as one: the limit is per connection."""
     body = os.urandom(12 * 1024 * 1024)
     one_at_a_time_s = S3LIKE_LATENCY_MS / 1000 + len(body) / (S3LIKE_BANDWIDTH_MBPS * 1e6)
     elapsed: list[float] = []
@@ -406,14 +406,14 @@ def test_s3like_paces_each_connection_on_its_own(s3like: LocalEndpoint) -> None:
         assert call(s3like, "PUT", f"/{BUCKET}/parallel-{number}", body)[0] == 200
         elapsed.append(time.perf_counter() - started)
 
-    threads = [threading.Thread(target=upload, args=(number,)) for number in range(2)]
+    threads = [threading.Thread(target=upload, args=(number,)) for number in range(3)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(elapsed) == 2
-    # Each at most 1.6x a lone upload's time (two sharing one limit would take 2x); never faster than it.
-    assert all(0.85 * one_at_a_time_s <= seconds <= 1.6 * one_at_a_time_s for seconds in elapsed), elapsed
+    assert len(elapsed) == 3
+    # Each at most 2x a lone upload's time (three sharing one limit would take 3x); never much faster.
+    assert all(0.85 * one_at_a_time_s <= seconds <= 2.0 * one_at_a_time_s for seconds in elapsed), elapsed
 
 
 def test_fast_writes_are_not_shaped(fast: LocalEndpoint) -> None:
