@@ -1,16 +1,17 @@
-"""S3 multipart uploads on the local endpoint: parts are files, completion concatenates them in the kernel.
+"""S3 multipart uploads on the local endpoint: parts are files, copied into the object as they arrive.
 
-An upload is the directory ``<data_root>/.uploads/<upload id>`` holding ``upload.json`` (bucket, key, when it
-began) and one file per part, ``<part number, 5 digits>``. UploadPart renames the body nginx received to its
-part file. Complete and Abort first claim the directory by renaming it (``<id>.completing`` /
-``<id>.aborting``), so two of them, or a part arriving meanwhile, cannot both act on it. Complete copies
-the listed parts into one file, each at its offset with ``os.copy_file_range`` (no trip through user
-space; a few parts at a time), and renames it into place through :meth:`ObjectStore.commit`.
+An upload is the directory ``<data_root>/.uploads/<upload id>`` holding ``upload.json`` (bucket, key, when
+it began) and one file per part, ``<part number, 5 digits>``. UploadPart renames the body nginx received to
+its part file and copies it to its place in the object being assembled
+(:mod:`benchmarks.endpoint.part_placement`), so that Complete, which had to copy every part after the last
+one arrived (0.3-0.6 s for 256 MiB on the 2-core machine), only copies what could not be placed and
+renames the result into place through :meth:`ObjectStore.commit`. Complete and Abort first claim the
+directory by renaming it (``<id>.completing`` / ``<id>.aborting``) under the upload's lock, which
+UploadPart holds while it stores and places a part: a part arriving after the claim finds no upload.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import datetime
 import json
 import os
@@ -22,6 +23,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Optional
 
+from benchmarks.endpoint import part_placement
 from benchmarks.endpoint.object_store import ObjectStore
 from benchmarks.endpoint.s3_errors import S3Error
 
@@ -32,9 +34,6 @@ MAX_PART_NUMBER = 10_000
 
 _UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
 _METADATA = "upload.json"
-_COPY_CHUNK_BYTES = 8 * 1024 * 1024
-COPY_THREADS = 2
-"""Parts copied at once by a Complete: copy_file_range releases the GIL, so copies use every core."""
 
 
 class MultipartUploads:
@@ -42,6 +41,8 @@ class MultipartUploads:
 
     def __init__(self, store: ObjectStore) -> None:
         self.store = store
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
 
     def create(self, bucket: str, key: str) -> str:
         """Begin an upload of ``key``; return its id. Raises S3Error as :meth:`ObjectStore.object_path`."""
@@ -59,11 +60,15 @@ class MultipartUploads:
         try:
             number = _part_number(part_number)
             directory = self._upload_dir(bucket, key, upload_id)
-            try:
-                os.replace(body, directory / f"{number:05d}")
-            except FileNotFoundError:  # completed or aborted meanwhile
-                raise _no_such_upload(upload_id) from None
-            return _part_etag(directory / f"{number:05d}")
+            part_file = directory / f"{number:05d}"
+            with self._lock(upload_id):
+                try:
+                    os.replace(body, part_file)
+                except FileNotFoundError:  # completed or aborted meanwhile
+                    raise _no_such_upload(upload_id) from None
+                etag = _part_etag(part_file)
+                part_placement.place(directory, number, part_file, etag)
+            return etag
         finally:
             if body.exists():
                 body.unlink()
@@ -77,27 +82,28 @@ class MultipartUploads:
         :meth:`ObjectStore.commit`. On a 4xx the upload stays, to be completed again or aborted."""
         directory = self._upload_dir(bucket, key, upload_id)
         parts = _listed_parts(request_body)
-        part_files = [directory / f"{number:05d}" for number, _ in parts]
-        for (number, etag), part_file in zip(parts, part_files):
-            if not part_file.is_file() or _part_etag(part_file).strip('"') != etag.strip('"'):
-                raise S3Error(400, "InvalidPart", f"Part {number} was not uploaded or its ETag is not {etag}")
-        sizes = [part_file.stat().st_size for part_file in part_files]
-        if any(size < MIN_PART_BYTES for size in sizes[:-1]):
-            raise S3Error(
-                400, "EntityTooSmall", "Your proposed upload is smaller than the minimum allowed size"
-            )
-        claimed = directory.with_name(f"{upload_id}.completing")
+        claimed = self._claim(directory, upload_id, "completing")
         try:
-            os.rename(directory, claimed)
-        except FileNotFoundError:
-            raise _no_such_upload(upload_id) from None
-        try:
-            assembled = claimed / "object"
-            _concatenate([claimed / f"{number:05d}" for number, _ in parts], sizes, assembled)
+            numbers = [number for number, _ in parts]
+            part_files = [claimed / f"{number:05d}" for number in numbers]
+            for (number, etag), part_file in zip(parts, part_files):
+                if not part_file.is_file() or _part_etag(part_file).strip('"') != etag.strip('"'):
+                    raise S3Error(
+                        400, "InvalidPart", f"Part {number} was not uploaded or its ETag is not {etag}"
+                    )
+            sizes = [part_file.stat().st_size for part_file in part_files]
+            if any(size < MIN_PART_BYTES for size in sizes[:-1]):
+                raise S3Error(
+                    400, "EntityTooSmall", "Your proposed upload is smaller than the minimum allowed size"
+                )
+            etags = [_part_etag(part_file) for part_file in part_files]
+            assembled = part_placement.assemble(claimed, numbers, etags, sizes)
             etag = self.store.commit(assembled, bucket, key, only_if_absent)
         except BaseException:
+            part_placement.forget_placements(claimed)  # the assembly may be cut short or gone
             os.rename(claimed, directory)  # give the upload back: the client may retry or abort it
             raise
+        self._forget_lock(upload_id)
         # Freeing the parts' pages need not delay the answer.
         threading.Thread(target=shutil.rmtree, args=(claimed, True), daemon=True).start()
         return etag
@@ -105,11 +111,8 @@ class MultipartUploads:
     def abort(self, bucket: str, key: str, upload_id: str) -> None:
         """Discard the upload and its parts. Raises S3Error 404 NoSuchUpload."""
         directory = self._upload_dir(bucket, key, upload_id)
-        claimed = directory.with_name(f"{upload_id}.aborting")
-        try:
-            os.rename(directory, claimed)
-        except FileNotFoundError:
-            raise _no_such_upload(upload_id) from None
+        claimed = self._claim(directory, upload_id, "aborting")
+        self._forget_lock(upload_id)
         shutil.rmtree(claimed, ignore_errors=True)
 
     def pending(self, bucket: str, prefix: str = "") -> list[dict[str, str]]:
@@ -126,6 +129,25 @@ class MultipartUploads:
                     {"key": metadata["key"], "upload_id": entry.name, "initiated": metadata["initiated"]}
                 )
         return sorted(found, key=lambda upload: (upload["key"].encode("utf-8"), upload["upload_id"]))
+
+    def _claim(self, directory: Path, upload_id: str, purpose: str) -> Path:
+        """Rename the upload's directory to ``<id>.<purpose>`` once no part is being stored; raises S3Error
+        404 NoSuchUpload if another Complete or Abort claimed it first."""
+        claimed = directory.with_name(f"{upload_id}.{purpose}")
+        with self._lock(upload_id):
+            try:
+                os.rename(directory, claimed)
+            except FileNotFoundError:
+                raise _no_such_upload(upload_id) from None
+        return claimed
+
+    def _lock(self, upload_id: str) -> threading.Lock:
+        with self._locks_lock:
+            return self._locks.setdefault(upload_id, threading.Lock())
+
+    def _forget_lock(self, upload_id: str) -> None:
+        with self._locks_lock:
+            self._locks.pop(upload_id, None)
 
     def _upload_dir(self, bucket: str, key: str, upload_id: Optional[str]) -> Path:
         if not upload_id or not _UPLOAD_ID.match(upload_id):
@@ -178,42 +200,6 @@ def _listed_parts(request_body: bytes) -> list[tuple[int, str]]:
     if numbers != sorted(set(numbers)):
         raise S3Error(400, "InvalidPartOrder", "The list of parts was not in ascending order")
     return parts
-
-
-def _concatenate(part_files: list[Path], sizes: list[int], target: Path) -> None:
-    """Write ``part_files`` (of ``sizes`` bytes) one after the other into the new file ``target``: each part
-    copied to its offset by ``os.copy_file_range`` (in the kernel), ``COPY_THREADS`` parts at a time."""
-    offsets = [sum(sizes[:index]) for index in range(len(sizes))]
-    with open(target, "wb") as output:
-        output.truncate(sum(sizes))
-        with concurrent.futures.ThreadPoolExecutor(COPY_THREADS) as pool:
-            copies = [
-                pool.submit(_copy_into, part_file, output.fileno(), offset, size)
-                for part_file, offset, size in zip(part_files, offsets, sizes)
-            ]
-            for copy in copies:
-                copy.result()
-
-
-def _copy_into(part_file: Path, target_fd: int, offset: int, size: int) -> None:
-    with open(part_file, "rb") as source:
-        copied = 0
-        try:
-            while copied < size:
-                count = os.copy_file_range(source.fileno(), target_fd, size - copied, copied, offset + copied)
-                if not count:
-                    raise OSError(f"{part_file} ended after {copied} of {size} bytes")
-                copied += count
-        except OSError:
-            if copied:
-                raise
-            # A file system or kernel without copy_file_range: through memory.
-            while copied < size:
-                chunk = source.read(min(_COPY_CHUNK_BYTES, size - copied))
-                if not chunk:
-                    raise OSError(f"{part_file} ended after {copied} of {size} bytes") from None
-                os.pwrite(target_fd, chunk, offset + copied)
-                copied += len(chunk)
 
 
 def _no_such_upload(upload_id: str) -> S3Error:

@@ -223,6 +223,85 @@ def test_complete_takes_the_listed_parts_in_order_and_checks_them(
     assert upload not in pending_upload_dirs(data_root)
 
 
+def complete(s3, key: str, upload: str, etags: dict[int, str], **extra: str) -> None:  # type: ignore[no-untyped-def]
+    listing = [{"PartNumber": number, "ETag": etag} for number, etag in sorted(etags.items())]
+    s3.complete_multipart_upload(
+        Bucket=BUCKET, Key=key, UploadId=upload, MultipartUpload={"Parts": listing}, **extra
+    )
+
+
+def upload_parts(s3, key: str, upload: str, bodies: list[tuple[int, bytes]]) -> dict[int, str]:  # type: ignore[no-untyped-def]
+    """Upload (part number, body) pairs one after the other, in the order given; the last ETag per number."""
+    return {
+        number: s3.upload_part(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=number, Body=body)["ETag"]
+        for number, body in bodies
+    }
+
+
+@pytest.mark.parametrize(
+    "order",
+    [[1, 2, 3], [3, 2, 1], [2, 1, 3]],
+    ids=["in-order", "short-last-part-first", "shuffled"],
+)
+def test_parts_assemble_exactly_whatever_their_order(
+    fast: LocalEndpoint, data_root: Path, key: str, order: list[int]
+) -> None:
+    """Parts are copied into place as they arrive (sized by the first to arrive); Complete fills the rest."""
+    s3 = s3_client(fast)
+    bodies = {1: os.urandom(PART_BYTES), 2: os.urandom(PART_BYTES), 3: os.urandom(777)}
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+    complete(s3, key, upload, upload_parts(s3, key, upload, [(number, bodies[number]) for number in order]))
+    assert stored(data_root, key) == bodies[1] + bodies[2] + bodies[3]
+
+
+def test_a_subset_of_the_parts_assembles_exactly(fast: LocalEndpoint, data_root: Path, key: str) -> None:
+    s3 = s3_client(fast)
+    bodies = {number: os.urandom(PART_BYTES) for number in (1, 2, 3, 4)}
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+    etags = upload_parts(s3, key, upload, sorted(bodies.items()))
+    complete(s3, key, upload, {number: etags[number] for number in (1, 3)})
+    assert stored(data_root, key) == bodies[1] + bodies[3]
+
+
+def test_a_part_uploaded_again_replaces_the_first_version(
+    fast: LocalEndpoint, data_root: Path, key: str
+) -> None:
+    """Again with the same size, and again with another size (which is not placed as it arrives)."""
+    s3 = s3_client(fast)
+    first, same_size, other_size = os.urandom(PART_BYTES), os.urandom(PART_BYTES), os.urandom(PART_BYTES + 9)
+    for replacement in (same_size, other_size):
+        upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+        etags = upload_parts(s3, key, upload, [(1, first), (2, first), (2, replacement), (3, b"end")])
+        complete(s3, key, upload, etags)
+        assert stored(data_root, key) == first + replacement + b"end"
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+    stale = upload_parts(s3, key, upload, [(1, first)])
+    upload_parts(s3, key, upload, [(1, same_size)])
+    with pytest.raises(ClientError) as raised:
+        complete(s3, key, upload, stale)
+    assert raised.value.response["Error"]["Code"] == "InvalidPart"
+    s3.abort_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload)
+
+
+def test_a_failed_complete_can_be_completed_again(fast: LocalEndpoint, data_root: Path, key: str) -> None:
+    """A Complete refused after assembling (If-None-Match: * and the object exists) leaves the upload
+    whole: completing it again gives exactly its bytes."""
+    s3 = s3_client(fast)
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"already here")
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+    bodies = {number: os.urandom(PART_BYTES) for number in (1, 2)}
+    etags = {
+        number: s3.upload_part(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=number, Body=body)["ETag"]
+        for number, body in bodies.items()
+    }
+    with pytest.raises(ClientError) as raised:
+        complete(s3, key, upload, etags, IfNoneMatch="*")
+    assert raised.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert stored(data_root, key) == b"already here"
+    complete(s3, key, upload, etags)
+    assert stored(data_root, key) == bodies[1] + bodies[2]
+
+
 def test_listing_sees_writes_and_deletes_at_once(endpoint: LocalEndpoint, data_root: Path, key: str) -> None:
     s3 = s3_client(endpoint)
     assert len(listed_keys(s3, "static/")) == len(STATIC_KEYS)  # the bucket's index exists before the writes
