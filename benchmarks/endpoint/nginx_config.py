@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from benchmarks.endpoint.access_log import LOG_FORMAT
+from benchmarks.endpoint.access_log import LOG_FORMAT, WRITES_LOG_FORMAT
 from benchmarks.endpoint.s3_errors import NO_SUCH_KEY_DOCUMENT
 
 PROFILES = ("fast", "s3like")
@@ -105,7 +105,7 @@ events {{
 
 http {{
     # Bytes sent per request, summed by the harness per measurement (benchmarks.endpoint.access_log).
-    log_format served '{LOG_FORMAT}';
+    log_format served '{WRITES_LOG_FORMAT if settings.incoming_dir else LOG_FORMAT}';
     access_log {_quoted_path(run_dir / "access.log")} served;
     default_type application/octet-stream;
     sendfile on;

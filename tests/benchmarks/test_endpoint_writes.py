@@ -351,6 +351,17 @@ def test_keys_with_special_characters_are_written_where_reads_find_them(
     assert listed_keys(s3, f"{key}/") == [f"{key}/{name}"]
 
 
+def test_the_access_log_counts_what_uploads_brought_in(fast: LocalEndpoint, key: str) -> None:
+    from benchmarks.endpoint.access_log import AccessLog
+
+    log = AccessLog(fast.access_log)
+    start = log.offset()
+    assert call(fast, "PUT", f"/{BUCKET}/{key}", b"x" * 100_000)[0] == 200
+    served = log.since(start)
+    assert served.requests == 1
+    assert 100_000 < served.request_bytes < 100_000 + 1000  # the body, the request line and headers
+
+
 def test_an_overwrite_is_served_at_once(fast: LocalEndpoint, key: str) -> None:
     """nginx caches no open file with writes on: a replaced object is not served from a stale descriptor."""
     for body in (b"first version", b"second, longer version"):
