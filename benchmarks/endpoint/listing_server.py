@@ -14,9 +14,8 @@ and bucket level (:mod:`benchmarks.endpoint.write_requests`), and records each c
 listings see it at once.
 
 Run it as ``python -m benchmarks.endpoint.listing_server --root DIR [--port N] [--incoming DIR]``; it binds
-127.0.0.1 only,
-and prints ``listening on http://127.0.0.1:<port>`` once it accepts connections (``--port 0``, the
-default, picks a free port).
+127.0.0.1 only, and prints ``listening on http://127.0.0.1:<port>`` once it accepts connections (``--port
+0``, the default, picks a free port).
 """
 
 from __future__ import annotations
