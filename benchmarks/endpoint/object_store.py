@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Optional
@@ -126,6 +127,24 @@ class ObjectStore:
             with contextlib.suppress(FileNotFoundError):
                 source.unlink()
         return nginx_etag(int(status.st_mtime), status.st_size)
+
+    def copy(
+        self, source_bucket: str, source_key: str, bucket: str, key: str, only_if_absent: bool = False
+    ) -> str:
+        """CopyObject: a copy of the source object (``sendfile``, in the kernel) committed as ``key``; its
+        ETag. Raises S3Error 404 NoSuchKey for a missing source, and as :meth:`commit`."""
+        source = self.object_path(source_bucket, source_key)
+        self.object_path(bucket, key)  # refuse before copying anything
+        if not source.is_file():
+            raise S3Error(404, "NoSuchKey", "The specified key does not exist.", source_key)
+        copy_fd, copy_name = tempfile.mkstemp(dir=self.incoming_dir, prefix="copy-")
+        os.close(copy_fd)
+        try:
+            shutil.copyfile(source, copy_name)
+        except FileNotFoundError:  # deleted meanwhile
+            os.unlink(copy_name)
+            raise S3Error(404, "NoSuchKey", "The specified key does not exist.", source_key) from None
+        return self.commit(Path(copy_name), bucket, key, only_if_absent)
 
     def delete(self, bucket: str, key: str) -> None:
         """Delete the object if it exists (S3 answers 204 either way), and empty directories it leaves."""

@@ -3,13 +3,13 @@
 nginx forwards every write here (see :mod:`benchmarks.endpoint.nginx_config`); a PUT's body arrives as a file
 nginx already wrote, named by the ``X-Endpoint-Body-File`` header. Operations:
 
-* object level: PutObject, UploadPart, CreateMultipartUpload, CompleteMultipartUpload,
-  AbortMultipartUpload, DeleteObject;
+* object level: PutObject, CopyObject (s3torchconnector's DCP writer renames its metadata with it),
+  UploadPart, CreateMultipartUpload, CompleteMultipartUpload, AbortMultipartUpload, DeleteObject;
 * bucket level: ListMultipartUploads (``GET /<bucket>?uploads``), DeleteObjects (``POST /<bucket>?delete``),
   CreateBucket (``PUT /<bucket>``).
 
-Anything else that would change data (CopyObject, UploadPartCopy, ``If-Match`` writes, ListParts, ...)
-answers 501 NotImplemented naming what is missing, rather than doing something else.
+Anything else that would change data (UploadPartCopy, conditional copies, ``If-Match`` writes, ListParts,
+...) answers 501 NotImplemented naming what is missing, rather than doing something else.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ import re
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from typing import Callable, Optional
+from urllib.parse import unquote
 from xml.sax.saxutils import escape
 
+from benchmarks.endpoint.key_index import s3_timestamp
 from benchmarks.endpoint.list_objects_v2 import S3_XML_NAMESPACE
 from benchmarks.endpoint.multipart_uploads import MultipartUploads
 from benchmarks.endpoint.object_store import ObjectStore
@@ -86,10 +88,11 @@ class WriteRequests:
         raise _not_implemented(f"{method} of an object with query {sorted(query)}")
 
     def _put(self, bucket: str, key: str, query: dict[str, list[str]], headers: dict[str, str]) -> Answer:
-        for header in ("x-amz-copy-source", "if-match"):
-            if header in headers:
-                raise _not_implemented(f"PUT with {header} (CopyObject, UploadPartCopy, conditional writes)")
+        if "if-match" in headers:
+            raise _not_implemented("PUT with If-Match (conditional writes)")
         only_if_absent = _only_if_absent(headers)
+        if "x-amz-copy-source" in headers:
+            return self._copy(bucket, key, query, headers, only_if_absent)
         if "uploadId" in query or "partNumber" in query:
             if "uploadId" not in query or "partNumber" not in query:
                 raise S3Error(400, "InvalidRequest", "UploadPart needs both partNumber and uploadId")
@@ -102,6 +105,25 @@ class WriteRequests:
             etag = self.store.commit(body, bucket, key, only_if_absent)
         echoed = {name: value for name, value in headers.items() if name.startswith("x-amz-checksum-")}
         return Answer(200, {"ETag": etag, **echoed})
+
+    def _copy(
+        self,
+        bucket: str,
+        key: str,
+        query: dict[str, list[str]],
+        headers: dict[str, str],
+        only_if_absent: bool,
+    ) -> Answer:
+        conditions = [name for name in headers if name.startswith("x-amz-copy-source-")]
+        if query or conditions:
+            raise _not_implemented(f"UploadPartCopy or a conditional copy ({sorted(query) + conditions})")
+        source = unquote(headers["x-amz-copy-source"].split("?", 1)[0]).lstrip("/")
+        source_bucket, separator, source_key = source.partition("/")
+        if not separator or not source_key:
+            raise S3Error(400, "InvalidArgument", f"x-amz-copy-source {source!r} is not /bucket/key")
+        etag = self.store.copy(source_bucket, source_key, bucket, key, only_if_absent)
+        modified = s3_timestamp(int(self.store.object_path(bucket, key).stat().st_mtime))
+        return _xml("CopyObjectResult", f"<LastModified>{modified}</LastModified><ETag>{escape(etag)}</ETag>")
 
     def _bucket_level(
         self, method: str, bucket: str, query: dict[str, list[str]], read_body: Callable[[], bytes]

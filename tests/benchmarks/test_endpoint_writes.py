@@ -369,6 +369,25 @@ def test_an_overwrite_is_served_at_once(fast: LocalEndpoint, key: str) -> None:
         assert call(fast, "GET", f"/{BUCKET}/{key}")[2] == body
 
 
+def test_copy_object_copies_the_bytes(endpoint: LocalEndpoint, data_root: Path, key: str) -> None:
+    """s3torchconnector's DCP writer commits its metadata file with CopyObject and a delete."""
+    s3 = s3_client(endpoint)
+    body = os.urandom(70_000)
+    s3.put_object(Bucket=BUCKET, Key=f"{key}/source", Body=body)
+    answer = s3.copy_object(
+        Bucket=OTHER_BUCKET, Key=f"{key}/copy", CopySource={"Bucket": BUCKET, "Key": f"{key}/source"}
+    )
+    assert (
+        answer["CopyObjectResult"]["ETag"] == s3.head_object(Bucket=OTHER_BUCKET, Key=f"{key}/copy")["ETag"]
+    )
+    s3.delete_object(Bucket=BUCKET, Key=f"{key}/source")
+    assert stored(data_root, f"{key}/copy", OTHER_BUCKET) == body
+    assert listed_keys(s3, f"{key}/", OTHER_BUCKET) == [f"{key}/copy"]
+    with pytest.raises(ClientError) as raised:
+        s3.copy_object(Bucket=BUCKET, Key=f"{key}/x", CopySource={"Bucket": BUCKET, "Key": f"{key}/gone"})
+    assert raised.value.response["Error"]["Code"] == "NoSuchKey"
+
+
 # aws-chunked bodies ----------------------------------------------------------------------------------------
 
 
@@ -436,7 +455,11 @@ def test_boto3_over_https_sends_aws_chunked_and_it_is_decoded(
 @pytest.mark.parametrize(
     ("path", "headers"),
     [
-        (f"/{BUCKET}/copied", {"x-amz-copy-source": f"/{BUCKET}/{PROBE_KEY}"}),
+        (f"/{BUCKET}/copied?partNumber=1&uploadId=0", {"x-amz-copy-source": f"/{BUCKET}/{PROBE_KEY}"}),
+        (
+            f"/{BUCKET}/copied",
+            {"x-amz-copy-source": f"/{BUCKET}/{PROBE_KEY}", "x-amz-copy-source-if-match": "x"},
+        ),
         (f"/{BUCKET}/a/../escape", {}),
         (f"/{BUCKET}/trailing/", {}),
     ],
