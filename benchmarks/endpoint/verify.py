@@ -6,6 +6,9 @@ Both measurements use a single keep-alive HTTP connection, opened (and warmed by
   having the status line and headers;
 * single-connection bandwidth: a whole-object GET of at least ``MIN_BANDWIDTH_OBJECT_BYTES``, bytes over
   the time from the headers to the last byte (so the first-byte latency is not counted as transfer).
+
+For an endpoint with writes, ``check_profile(..., writes=True)`` also runs the write probe of
+:mod:`benchmarks.endpoint.verify_writes` on another connection.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any, Optional
 from urllib.parse import quote, urlsplit
 
 from benchmarks.endpoint.nginx_config import BYTES_PER_MB
+from benchmarks.endpoint.verify_writes import verify_writes, write_problems
 
 TTFB_SAMPLES = 5
 MIN_BANDWIDTH_OBJECT_BYTES = 16 * 1024 * 1024
@@ -52,16 +56,8 @@ def verify_profile(
     ``ttfb_samples_ms``, ``bandwidth_mbps`` (MB/s, 10^6 bytes/s), ``object_bytes``, and the expected
     values passed in (None when not given), for reports.
     """
-    url = urlsplit(endpoint_url)
-    if url.scheme not in ("http", "https") or url.hostname is None:
-        raise ValueError(f"expected an http(s)://host:port endpoint, got {endpoint_url!r}")
     path = f"/{quote(bucket, safe='')}/{quote(key, safe='/')}"
-    connection: http.client.HTTPConnection
-    if url.scheme == "https":
-        context = ssl.create_default_context(cafile=ca_file)
-        connection = http.client.HTTPSConnection(url.hostname, url.port or 443, timeout=60, context=context)
-    else:
-        connection = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=60)
+    connection = _connect(endpoint_url, ca_file)
     try:
         object_bytes = _object_size(connection, path)
         if object_bytes < MIN_BANDWIDTH_OBJECT_BYTES:
@@ -90,6 +86,7 @@ def check_profile(
     expected_latency_ms: float = 30.0,
     expected_bandwidth_mbps: float = 90.0,
     ca_file: Optional[str] = None,
+    writes: bool = False,
 ) -> dict[str, Any]:
     """:func:`verify_profile`, then raise RuntimeError unless the measurements fit ``profile``.
 
@@ -97,6 +94,11 @@ def check_profile(
     within [0.6x, 1.15x] of ``expected_bandwidth_mbps`` (default 90 MB/s). ``fast``: bandwidth of at
     least ``FAST_MIN_BANDWIDTH_MBPS`` (300 MB/s); the expected values are ignored. Returns the
     measurements.
+
+    ``writes`` (default False): also run :func:`benchmarks.endpoint.verify_writes.verify_writes` in
+    ``bucket`` (its results under ``"writes"``), with the same tolerances for the PUT latency and the
+    single-connection upload rate on ``s3like``, and at least ``FAST_MIN_UPLOAD_MBPS`` (200 MB/s; 100 over
+    TLS) on ``fast``; a multipart upload that does not read back exactly raises as well.
     """
     if profile == "fast":
         measured = verify_profile(endpoint_url, bucket, key, ca_file=ca_file)
@@ -111,11 +113,29 @@ def check_profile(
         problems = _s3like_problems(measured, expected_latency_ms, expected_bandwidth_mbps)
     else:
         raise ValueError(f"unknown profile {profile!r}")
+    if writes:
+        connection = _connect(endpoint_url, ca_file)
+        try:
+            measured["writes"] = verify_writes(connection, bucket)
+        finally:
+            connection.close()
+        measured["writes"]["https"] = endpoint_url.startswith("https:")
+        problems += write_problems(measured["writes"], profile, expected_latency_ms, expected_bandwidth_mbps)
     if problems:
         raise RuntimeError(
             f"endpoint {endpoint_url} does not deliver profile {profile}: {'; '.join(problems)}"
         )
     return measured
+
+
+def _connect(endpoint_url: str, ca_file: Optional[str]) -> http.client.HTTPConnection:
+    url = urlsplit(endpoint_url)
+    if url.scheme not in ("http", "https") or url.hostname is None:
+        raise ValueError(f"expected an http(s)://host:port endpoint, got {endpoint_url!r}")
+    if url.scheme == "https":
+        context = ssl.create_default_context(cafile=ca_file)
+        return http.client.HTTPSConnection(url.hostname, url.port or 443, timeout=60, context=context)
+    return http.client.HTTPConnection(url.hostname, url.port or 80, timeout=60)
 
 
 def _s3like_problems(measured: dict[str, Any], latency_ms: float, bandwidth_mbps: float) -> list[str]:
