@@ -1,8 +1,9 @@
 """The sorted key index of one bucket directory, and the object metadata S3 listings report.
 
 A bucket is the directory ``<root>/<bucket>``; every regular file below it is an object whose key is its
-path relative to that directory with '/' separators. Datasets do not change during a benchmark run, so an
-index is built once (on first use) and then only read.
+path relative to that directory with '/' separators. An index is built once (on first use) by walking the
+directory; objects written or deleted through the endpoint later are recorded in it one key at a time
+(:meth:`KeyIndex.record`, :meth:`KeyIndex.forget`), so a big static dataset is never walked again.
 """
 
 from __future__ import annotations
@@ -65,6 +66,23 @@ class KeyIndex:
 
     def object_at(self, position: int) -> ObjectInfo:
         return ObjectInfo(self.keys[position], self._sizes[position], self._mtimes_s[position])
+
+    def record(self, key: str, size: int, mtime_s: int) -> None:
+        """Add ``key``, or update it if present: an object was written. O(n) list insertion (a memmove),
+        well under a millisecond for a million keys. Not thread-safe: callers serialise index access."""
+        position = self.first_at_or_after(key)
+        if position < len(self.keys) and self.keys[position] == key:
+            self._sizes[position], self._mtimes_s[position] = size, mtime_s
+            return
+        self.keys.insert(position, key)
+        self._sizes.insert(position, size)
+        self._mtimes_s.insert(position, mtime_s)
+
+    def forget(self, key: str) -> None:
+        """Remove ``key`` if present: an object was deleted. Not thread-safe, like :meth:`record`."""
+        position = self.first_at_or_after(key)
+        if position < len(self.keys) and self.keys[position] == key:
+            del self.keys[position], self._sizes[position], self._mtimes_s[position]
 
 
 def _walk_files(directory: Path, key_prefix: str = "") -> Iterator[tuple[str, int, int]]:

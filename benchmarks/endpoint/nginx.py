@@ -6,6 +6,10 @@
 ``/data/<bucket>/<key>`` is object ``<key>`` of bucket ``<bucket>``. Both processes are our children, on
 free 127.0.0.1 ports, and are stopped by pid. See :mod:`benchmarks.endpoint.nginx_config` for the routing
 and the profiles.
+
+``writes=True`` adds S3's write operations (:mod:`benchmarks.endpoint.write_requests`): objects written land
+in ``data_root`` atomically, and request bodies pass through ``<data_root>/.uploads``. With ``s3like``, a
+third process, :mod:`benchmarks.endpoint.pacing_relay`, stands in front of nginx to pace request bodies.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Optional
 
+from benchmarks.endpoint.bucket_indexes import UPLOADS_DIRECTORY
 from benchmarks.endpoint.install import ECHO_MODULE, NGINX_BINARY, ensure_nginx_installed, missing_nginx_files
-from benchmarks.endpoint.nginx_config import PROFILES, NginxSettings, render_nginx_config
+from benchmarks.endpoint.nginx_config import BYTES_PER_MB, PROFILES, NginxSettings, render_nginx_config
 
 __all__ = ["PROFILES", "LocalEndpoint", "ensure_nginx_installed"]
 
@@ -47,6 +52,12 @@ class LocalEndpoint:
     ``profile``: ``"fast"`` (default, no shaping) or ``"s3like"``: ``latency_ms`` (default 30) before the
     first byte of every response and at most ``bandwidth_mbps`` (default 90, in MB/s = 10^6 bytes/s) per
     connection. ``startup_timeout_s`` (default 20) bounds how long :meth:`start` waits for both servers.
+    ``tls``: ``(certificate chain PEM, private key PEM)`` to serve https.
+
+    ``writes`` (default False): also accept PutObject, multipart uploads, DeleteObject(s) and CreateBucket,
+    path style, auth ignored. With ``s3like``, writes are answered ``latency_ms`` after their body has
+    arrived, and what each connection sends is paced to ``bandwidth_mbps`` by a relay in front of nginx
+    (responses stay paced by nginx). ``writes=False`` runs exactly the read-only endpoint.
     """
 
     def __init__(
@@ -57,6 +68,7 @@ class LocalEndpoint:
         bandwidth_mbps: float = 90.0,
         startup_timeout_s: float = 20.0,
         tls: Optional[tuple[Path, Path]] = None,
+        writes: bool = False,
     ) -> None:
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r}; expected one of {PROFILES}")
@@ -66,11 +78,14 @@ class LocalEndpoint:
         self.bandwidth_mbps = bandwidth_mbps
         self.startup_timeout_s = startup_timeout_s
         self.tls = tls
+        self.writes = writes
         self.port: Optional[int] = None
         self._run_dir: Optional[Path] = None
         self._nginx: Optional[subprocess.Popen[bytes]] = None
         self._sidecar: Optional[subprocess.Popen[bytes]] = None
         self._sidecar_port: Optional[int] = None
+        self._relay: Optional[subprocess.Popen[bytes]] = None
+        self._incoming_dir: Optional[Path] = None
 
     @property
     def endpoint_url(self) -> str:
@@ -93,9 +108,17 @@ class LocalEndpoint:
         self._run_dir = Path(tempfile.mkdtemp(prefix="s3-endpoint-"))
         deadline = time.monotonic() + self.startup_timeout_s
         try:
+            if self.writes:
+                # On the data root's file system, so a received body becomes an object by a rename; one
+                # directory per endpoint, so endpoints sharing a data root do not delete each other's.
+                uploads = self.data_root / UPLOADS_DIRECTORY
+                uploads.mkdir(exist_ok=True)
+                self._incoming_dir = Path(tempfile.mkdtemp(prefix=".incoming-", dir=uploads))
             self._start_sidecar(deadline)
             for attempt in range(1, _PORT_ATTEMPTS + 1):
                 self._start_nginx(_free_loopback_port())
+                if self.writes and self.profile == "s3like":
+                    self._start_relay(deadline)
                 if self._wait_until_answering(deadline):
                     return self
                 port_was_taken = "Address already in use" in self.error_log_tail()
@@ -122,6 +145,12 @@ class LocalEndpoint:
             if self._sidecar.stdout is not None:
                 self._sidecar.stdout.close()
             self._sidecar = None
+        if self._incoming_dir is not None:
+            # Bodies of requests cut off midway; pending multipart uploads stay, as on S3, until aborted.
+            shutil.rmtree(self._incoming_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):  # only if empty: another endpoint may be using it
+                self._incoming_dir.parent.rmdir()
+            self._incoming_dir = None
         if self._run_dir is not None:
             shutil.rmtree(self._run_dir, ignore_errors=True)
             self._run_dir = None
@@ -138,7 +167,7 @@ class LocalEndpoint:
         if self._run_dir is None:
             return ""
         tails = []
-        for name in ("error.log", "sidecar.stderr"):
+        for name in ("error.log", "sidecar.stderr", "relay.stderr"):
             path = self._run_dir / name
             if path.exists():
                 tails.append(f"--- {name}\n{path.read_text(errors='replace')[-limit:]}")
@@ -157,31 +186,34 @@ class LocalEndpoint:
 
     def _start_sidecar(self, deadline: float) -> None:
         assert self._run_dir is not None
-        environment = dict(os.environ)
-        # Importable from wherever the harness runs, installed or not.
-        environment["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(_REPOSITORY_ROOT), environment.get("PYTHONPATH")])
+        writes = ["--incoming", str(self._incoming_dir)] if self._incoming_dir else []
+        command = ["-m", "benchmarks.endpoint.listing_server", "--root", str(self.data_root), "--port", "0"]
+        self._sidecar = _start_announcing(
+            [sys.executable, *command, *writes], self._run_dir / "sidecar.stderr"
         )
-        with open(self._run_dir / "sidecar.stderr", "wb") as stderr:
-            self._sidecar = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "benchmarks.endpoint.listing_server",
-                    "--root",
-                    str(self.data_root),
-                    "--port",
-                    "0",
-                ],
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                env=environment,
-            )
-        assert self._sidecar.stdout is not None
-        announcement = _read_line_before(self._sidecar.stdout, deadline)
+        self._sidecar_port = self._announced_port(self._sidecar, "the listing sidecar", deadline)
+
+    def _start_relay(self, deadline: float) -> None:
+        """The pacing relay in front of nginx (already listening on ``self.port``); it becomes the port."""
+        assert self._run_dir is not None and self.port is not None
+        rate = round(self.bandwidth_mbps * BYTES_PER_MB)
+        command = [
+            "-m",
+            "benchmarks.endpoint.pacing_relay",
+            "--target-port",
+            str(self.port),
+            "--rate",
+            str(rate),
+        ]
+        self._relay = _start_announcing([sys.executable, *command], self._run_dir / "relay.stderr")
+        self.port = self._announced_port(self._relay, "the pacing relay", deadline)
+
+    def _announced_port(self, process: subprocess.Popen[bytes], name: str, deadline: float) -> int:
+        assert process.stdout is not None
+        announcement = _read_line_before(process.stdout, deadline)
         if not announcement.startswith("listening on "):
-            raise RuntimeError(f"the listing sidecar did not start:\n{self.error_log_tail()}")
-        self._sidecar_port = int(announcement.rsplit(":", 1)[1])
+            raise RuntimeError(f"{name} did not start:\n{self.error_log_tail()}")
+        return int(announcement.rsplit(":", 1)[1])
 
     def _start_nginx(self, port: int) -> None:
         assert self._run_dir is not None and self._sidecar_port is not None
@@ -197,6 +229,7 @@ class LocalEndpoint:
             echo_module=ECHO_MODULE,
             worker_user=_current_user_if_root(),
             tls=self.tls,
+            incoming_dir=self._incoming_dir,
         )
         config_path = self._run_dir / "nginx.conf"
         config_path.write_text(render_nginx_config(settings))
@@ -212,6 +245,11 @@ class LocalEndpoint:
             )
 
     def _stop_nginx(self) -> None:
+        if self._relay is not None:
+            _terminate(self._relay)
+            if self._relay.stdout is not None:
+                self._relay.stdout.close()
+            self._relay = None
         if self._nginx is not None:
             _terminate(self._nginx, whole_group=True)
             self._nginx = None
@@ -222,7 +260,10 @@ class LocalEndpoint:
         deadline passes first."""
         assert self._nginx is not None and self.port is not None
         while time.monotonic() < deadline:
-            if self._nginx.poll() is not None or (self._sidecar and self._sidecar.poll() is not None):
+            if any(
+                process and process.poll() is not None
+                for process in (self._nginx, self._sidecar, self._relay)
+            ):
                 return False
             connection = (
                 # Readiness only: whether the certificate is trusted is for the clients under test to judge.
@@ -243,6 +284,17 @@ class LocalEndpoint:
                 connection.close()
             time.sleep(0.05)
         return False
+
+
+def _start_announcing(command: list[str], stderr_path: Path) -> subprocess.Popen[bytes]:
+    """Start one of our Python servers, importable from wherever the harness runs (installed or not); it
+    announces its port on stdout."""
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(_REPOSITORY_ROOT), environment.get("PYTHONPATH")])
+    )
+    with open(stderr_path, "wb") as stderr:
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, env=environment)
 
 
 def _free_loopback_port() -> int:

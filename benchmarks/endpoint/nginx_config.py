@@ -7,11 +7,26 @@ Routing, in S3's path style:
 * everything else is an object: nginx serves ``<data_root>/<bucket>/<key>`` itself, with ranges, ETag and
   If-Match, and a missing key answers 404 with S3's ``NoSuchKey`` document.
 
+With ``writes`` (see :mod:`benchmarks.endpoint.write_requests` for the operations), before any location:
+
+* an object PUT (PutObject, UploadPart) goes to ``/.endpoint/write-body``: nginx receives the body into a
+  file of ``incoming_dir`` (on the data root's file system) and forwards only the headers and the file's
+  name to the sidecar, which renames the file into place and answers 200 with the ETag;
+* an object POST or DELETE, or an object GET/HEAD with ``uploadId``, goes to ``/.endpoint/write`` and on
+  to the sidecar with its (small) body;
+* ``/.uploads`` (bodies and parts in progress) answers 404;
+* nginx caches no open files: an object may be replaced or appear at any time.
+
+Bucket-level requests (ListMultipartUploads, DeleteObjects, CreateBucket) already go to the sidecar.
+
 Profiles:
 
 * ``fast``: no shaping; measures the client, not the network.
 * ``s3like``: every request (objects, listings, errors) first waits ``latency_ms`` (echo module
   ``echo_sleep``), then is served by a named location under a ``limit_rate`` of ``bandwidth_mbps``.
+  Writes wait in the sidecar instead, after their body has arrived (nginx reads a body before proxying),
+  as S3 answers a PUT ``latency`` after its last byte; nginx cannot pace request bodies, so with writes
+  a pacing relay stands in front of nginx (:mod:`benchmarks.endpoint.pacing_relay`).
 
   nginx paces a response by waiting after each chunk it sends (up to ``sendfile_max_chunk``, 2 MiB), so
   a response ends about one chunk-time early: a 24 MiB GET measures ~5-8 % above the cap, the body of an
@@ -55,6 +70,9 @@ class NginxSettings:
     worker_user: Optional[tuple[str, str]] = None
     tls: Optional[tuple[Path, Path]] = None
     """``(certificate chain PEM, private key PEM)``: serve https instead of http."""
+    incoming_dir: Optional[Path] = None
+    """Accept writes, receiving request bodies into this directory of ``<data_root>/.uploads``; None:
+    read only, the configuration exactly as before writes existed."""
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -101,10 +119,7 @@ http {{
     etag on;
     # S3 answers a multi-range request with the whole object; max_ranges 1 makes nginx do the same.
     max_ranges 1;
-    # Datasets are static during a run: cache open descriptors and stat results (misses included).
-    open_file_cache max=20000 inactive=120s;
-    open_file_cache_valid 120s;
-    open_file_cache_errors on;
+{_indented(_open_file_cache(settings), 4)}
 
     client_body_temp_path {_quoted_path(run_dir / "client_body")};
     proxy_temp_path {_quoted_path(run_dir / "proxy")};
@@ -128,6 +143,7 @@ http {{
         "~^/[^/]+/?$" 1;
         default 0;
     }}
+{_indented(_write_route_map(settings), 4)}
 
     server {{
 {_indented(_listen(settings), 8)}
@@ -138,6 +154,7 @@ http {{
             default_type application/xml;
             return 404 {_quoted_text(NO_SUCH_KEY_DOCUMENT)};
         }}
+{_indented(_write_locations(settings), 8)}
 
 {_indented(_request_locations(settings), 8)}
     }}
@@ -181,6 +198,77 @@ location @serve {{
     # Per request, which for sequential requests on a keep-alive connection is per connection.
     limit_rate {bandwidth_bytes_per_s};{_tls_pacing(settings)}
 {_indented(serving, 4)}
+}}"""
+
+
+def _open_file_cache(settings: NginxSettings) -> str:
+    if settings.incoming_dir is not None:
+        # A cached descriptor would keep serving a replaced object, a cached miss hide a new one.
+        return "open_file_cache off;"
+    return """\
+# Datasets are static during a run: cache open descriptors and stat results (misses included).
+open_file_cache max=20000 inactive=120s;
+open_file_cache_valid 120s;
+open_file_cache_errors on;"""
+
+
+def _write_route_map(settings: NginxSettings) -> str:
+    if settings.incoming_dir is None:
+        return ""
+    return """
+# Object-level writes, by method (and uploadId for ListParts, which the sidecar refuses).
+map "$request_method:$is_bucket_request:$arg_uploadId" $write_route {
+    "~^PUT:0:" body;
+    "~^(POST|DELETE):0:" plain;
+    "~^(GET|HEAD):0:." plain;
+    default "";
+}"""
+
+
+def _write_locations(settings: NginxSettings) -> str:
+    if settings.incoming_dir is None:
+        return ""
+    delay = (
+        f"\nproxy_set_header X-Endpoint-Delay-Ms {round(settings.latency_ms)};"
+        if settings.profile == "s3like"
+        else ""
+    )
+    # Location-level proxy_set_header replaces the http level's, so Connection "" (keep-alive) is repeated.
+    forwarding = f"""\
+internal;
+proxy_set_header Connection "";{delay}
+# A Complete of many GiB copies for a while before it answers.
+proxy_read_timeout 600s;
+proxy_pass http://listing_sidecar$request_uri;"""
+    return f"""
+# Writes skip the locations below (and the s3like sleep: the sidecar waits once the body is in).
+if ($write_route = body) {{
+    rewrite ^ /.endpoint/write-body last;
+}}
+if ($write_route = plain) {{
+    rewrite ^ /.endpoint/write last;
+}}
+
+location = /.endpoint/write-body {{
+    client_max_body_size 0;
+    client_body_buffer_size 1m;
+    # Kept after the request (not deleted by nginx): the sidecar renames it to the object or part.
+    client_body_in_file_only on;
+    client_body_temp_path {_quoted_path(settings.incoming_dir)};
+    proxy_pass_request_body off;
+    proxy_set_header Content-Length "";
+    proxy_set_header X-Endpoint-Body-File $request_body_file;
+{_indented(forwarding, 4)}
+}}
+
+location = /.endpoint/write {{
+    client_max_body_size 16m;
+    client_body_buffer_size 1m;
+{_indented(forwarding, 4)}
+}}
+
+location ^~ /.uploads {{
+    return 404;
 }}"""
 
 

@@ -18,3 +18,14 @@ def s3_error_document(code: str, message: str, resource: Optional[str] = None) -
 
 NO_SUCH_KEY_DOCUMENT = s3_error_document("NoSuchKey", "The specified key does not exist.")
 """What a GET or HEAD of a missing object answers (with status 404) on the local endpoint."""
+
+
+class S3Error(Exception):
+    """A request the endpoint refuses, answered with ``status`` and S3's error document for ``code``."""
+
+    def __init__(self, status: int, code: str, message: str, resource: Optional[str] = None) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code, self.message, self.resource = status, code, message, resource
+
+    def document(self) -> bytes:
+        return s3_error_document(self.code, self.message, self.resource).encode("utf-8")
