@@ -254,14 +254,15 @@ def write_case(args: argparse.Namespace, endpoint_url: str, manifests: dict, wor
         manifest = manifests[workload.datasets[0]]
         context = Context(**common, keys=manifest.keys, sizes=manifest.sizes)
         size = manifest.sizes[0]
-        shown = f"{size / MiB:g} MiB" if size >= MiB else f"{size / 1000:g} kB"
+        shown = f"{size / MiB:.4g} MiB" if size >= MiB else f"{size / 1000:.4g} kB"
         variant = f"{len(manifest.keys):,} x {shown}"
         return Case(workload.name, variant, context, len(manifest.keys), manifest.digest, workload.unit)
     size_mib = args.dcp_size_mib if workload.name == "dcp" else args.checkpoint_size_mib
     ranks = RANKS if workload.name == "dcp" else 1
     names, sizes = state_dicts.layout(size_mib * MiB)
     context = Context(**common, keys=names, sizes=sizes)
-    variant = f"{sum(sizes) / MiB:g} MiB in {len(names)} tensors" + (f", {ranks} ranks" if ranks > 1 else "")
+    variant = f"{sum(sizes) / MiB:.4g} MiB in {len(names)} tensors"
+    variant += f", {ranks} ranks" if ranks > 1 else ""
     digest = state_dicts.expected_digest(size_mib * MiB, ranks)
     return Case(workload.name, variant, context, len(names), digest, workload.unit)
 

@@ -39,11 +39,15 @@ def peak_rss_bytes() -> int:
 def main() -> None:
     client_name, workload = sys.argv[1], sys.argv[2]
     context_json = sys.stdin.read()  # a listing's keys can be far longer than a command line
-    adapter = load(client_name)
-    function = getattr(adapter, WORKLOADS[workload].function, None)
-    if function is None:
+    if not hasattr(load(client_name), WORKLOADS[workload].function):
         raise SystemExit(f"{client_name} has no {workload} workload")
-    ctx = Context(**json.loads(context_json))
+    result = run(client_name, workload, Context(**json.loads(context_json)))
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def run(client_name: str, workload: str, ctx: Context) -> dict:
+    """The measurement of `client_name` doing `workload` in this process, as the result dict."""
+    function = getattr(load(client_name), WORKLOADS[workload].function)
     baseline = current_rss_bytes()
     if WORKLOADS[workload].writes:
         ctx.prefix = writes.measurement_prefix(workload, client_name)
@@ -64,7 +68,7 @@ def main() -> None:
     if "rss_growth_bytes" in measurement.extra:  # measured by the adapter's own processes (dcp's ranks)
         result["rss_growth_bytes"] = measurement.extra["rss_growth_bytes"]
     result["children_rss_peak_bytes"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    print("RESULT " + json.dumps(result), flush=True)
+    return result
 
 
 if __name__ == "__main__":

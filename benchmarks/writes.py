@@ -82,14 +82,15 @@ def read_back_digest(ctx: Context) -> int:
 
 
 def delete_written(ctx: Context) -> None:
-    """Deletes everything under the measurement's prefix (the directory, or the objects through S3)."""
+    """Deletes everything under the measurement's prefix: through S3 (DeleteObjects per listed page), so that
+    the endpoint's own index of keys forgets them too; then, for the embedded endpoint, the directory itself
+    (empty directories, and anything a failed request left on its disk)."""
     if not ctx.prefix.startswith(WRITES_ROOT):
         raise ValueError(f"refusing to delete {ctx.prefix!r}: not a measurement's write prefix")
-    if ctx.served_dir:
-        shutil.rmtree(Path(ctx.served_dir) / ctx.bucket / ctx.prefix, ignore_errors=True)
-        return
     s3 = _s3_client(ctx)
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=ctx.bucket, Prefix=ctx.prefix):
         keys = [{"Key": entry["Key"]} for entry in page.get("Contents", [])]
         if keys:
             s3.delete_objects(Bucket=ctx.bucket, Delete={"Objects": keys, "Quiet": True})
+    if ctx.served_dir:
+        shutil.rmtree(Path(ctx.served_dir) / ctx.bucket / ctx.prefix, ignore_errors=True)
