@@ -129,7 +129,9 @@ def _secondary_ratios(workload: Workload, rows: dict[str, dict]) -> dict[str, An
     return {
         "secondary_label": label,
         "ours_secondary_vs_best_peer": speedup(mine, best_peer, workload.higher_is_better),
-        "ours_vs_secondary": (ours["median"] / mine) if (mine and ours.get("median")) else None,
+        "ours_vs_secondary": (ours["median"] / mine)
+        if (workload.figure_over_secondary and mine and ours.get("median"))
+        else None,
         "ours_secondary_vs_variants": {
             variant: mine / rows[variant]["secondary_median"]
             for variant in OURS_VARIANTS

@@ -195,7 +195,7 @@ def test_write_case_through_the_runner(
     labels = []
     runs = run_interleaved(
         [case],
-        lambda _case: [OURS],
+        lambda _case: [OURS, "raw-http"],  # the ceiling's uploads are checked like a client's
         1,
         {},
         300,
@@ -205,11 +205,13 @@ def test_write_case_through_the_runner(
     assert case.variant == "2 x 9 MiB"
     assert labels == [
         "upload-large 2 x 9 MiB torchdata_s3 (content check)",
+        "upload-large 2 x 9 MiB raw-http (content check)",
         "upload-large 2 x 9 MiB torchdata_s3 round 1/1",
+        "upload-large 2 x 9 MiB raw-http round 1/1",
     ]
-    [measured] = runs
-    assert not measured.error and measured.items == 2 and measured.throughput > 0
-    assert measured.requests and measured.requests > 0
+    for measured in runs:
+        assert not measured.error and measured.items == 2 and measured.throughput > 0
+        assert measured.requests and measured.requests > 0
     assert not list((data_root[0] / datasets.BUCKET / writes.WRITES_ROOT).rglob("*.bin"))
 
 
