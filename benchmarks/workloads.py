@@ -172,11 +172,5 @@ WORKLOADS: dict[str, Workload] = {
 WRITES = tuple(name for name, workload in WORKLOADS.items() if workload.writes)
 
 
-def by_function(function: str) -> Workload:
-    """The workload an adapter function name (``upload_large``) implements."""
-    [workload] = [w for w in WORKLOADS.values() if w.function == function]
-    return workload
-
-
 HEADLINE = ("large", "small")
 """What a run with no options measures (on both profiles): the issue's targets for object reads."""

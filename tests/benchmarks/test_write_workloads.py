@@ -244,6 +244,7 @@ def test_checkpoint_reports_save_and_load_each_against_the_best_peer(data_root: 
     assert comparison["unit"] == "s" and comparison["higher_is_better"] is False
     assert comparison["ours_vs_best_peer"] == pytest.approx(2.5)  # save: the best peer's 5 s over ours' 2
     assert comparison["ours_secondary_vs_best_peer"] == pytest.approx(3.0)  # load: 3 s over ours' 1
+    assert comparison["ours_vs_secondary"] is None  # save seconds over load seconds: no figure
     rendered = table({"meta": {"profile": "s3like"}, "comparisons": [comparison]})
     assert "ours / best peer: 2.50x" in rendered and "ours / best peer (load s): 3.00x" in rendered
 
