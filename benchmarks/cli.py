@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import shutil
 import sys
 import tempfile
 import time
@@ -24,7 +25,7 @@ from benchmarks.clients.common import Context
 from benchmarks.progress import Progress
 from benchmarks.report import summarize, table, validate, write_json
 from benchmarks.runner import Case, Run, run_interleaved
-from benchmarks.workloads import HEADLINE, WORKLOADS
+from benchmarks.workloads import HEADLINE, WORKLOADS, Workload
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -47,6 +48,10 @@ FULL = {
     "zip_size_mib": 256,
     "content_check": "every",
     "epochs": 2,
+    # Issue 12's write workloads: upload-large, upload-small and upload-stream send the large, small and huge
+    # datasets above (8 x 64 MiB, 2,000 x 110 kB, 1 GiB); checkpoint and dcp state dicts of these sizes.
+    "checkpoint_size_mib": 1024,
+    "dcp_size_mib": 512,
 }
 # The newcomer's first run: the headline workloads, at sizes where the slowest peer on `s3like` (a request
 # at a time, 30 ms each) still finishes each run in seconds. Ratios hold at these sizes; the full suite's
@@ -75,6 +80,8 @@ QUICK = {
     "image_count": 100,
     "parquet_size_mib": 16,
     "zip_size_mib": 64,
+    "checkpoint_size_mib": 128,
+    "dcp_size_mib": 64,
 }
 
 
@@ -110,6 +117,14 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--image-count", type=int, help="JPEG objects of the images workload [400]")
     p.add_argument("--parquet-size-mib", type=int, help="the random workload's Parquet file [64]")
     p.add_argument("--zip-size-mib", type=int, help="the random workload's zip archive [256]")
+    p.add_argument(
+        "--checkpoint-size-mib",
+        type=int,
+        help="the checkpoint workload's state dict (64 MiB tensors) [1024; --quick: 128]",
+    )
+    p.add_argument(
+        "--dcp-size-mib", type=int, help="the dcp workload's state dict, over 2 ranks [512; --quick: 64]"
+    )
     p.add_argument(
         "--content-check",
         choices=["first", "every"],
@@ -154,10 +169,16 @@ IMAGES_NUM_WORKERS = 2
 MiB = 1024 * 1024  # the issue's DataLoader with workers, on this 2-core machine
 
 
-def build_cases(args: argparse.Namespace, endpoint_url: str, manifests: dict) -> list[Case]:
+def build_cases(
+    args: argparse.Namespace, endpoint_url: str, manifests: dict, workloads: Optional[list[str]] = None
+) -> list[Case]:
+    """The cases of `workloads` (default: ``args.workloads``) against `endpoint_url`."""
     cases = []
-    for name in args.workloads.split(","):
+    for name in args.workloads.split(",") if workloads is None else workloads:
         workload = WORKLOADS[name]
+        if workload.writes:
+            cases.append(write_case(args, endpoint_url, manifests, workload))
+            continue
         manifest = manifests[workload.datasets[0]]
         base = {
             "endpoint_url": endpoint_url,
@@ -215,6 +236,37 @@ def build_cases(args: argparse.Namespace, endpoint_url: str, manifests: dict) ->
     return cases
 
 
+def write_case(args: argparse.Namespace, endpoint_url: str, manifests: dict, workload: Workload) -> Case:
+    """A write workload's case: the dataset objects it uploads, or the state dict it saves and loads. Where
+    the endpoint is the embedded one, what is written is read back from its data directory."""
+    from benchmarks import state_dicts
+    from benchmarks.clients.dcp_ranks import RANKS
+
+    served_dir = "" if getattr(args, "endpoint_url", None) else str(Path(args.data_dir).resolve())
+    common = {
+        "endpoint_url": endpoint_url,
+        "bucket": args.bucket,
+        "prefix": "",  # each measurement's own, set by benchmarks.measure
+        "served_dir": served_dir,
+        "local_dir": str(Path(args.data_dir).resolve()),
+    }
+    if workload.datasets:
+        manifest = manifests[workload.datasets[0]]
+        context = Context(**common, keys=manifest.keys, sizes=manifest.sizes)
+        size = manifest.sizes[0]
+        shown = f"{size / MiB:.4g} MiB" if size >= MiB else f"{size / 1000:.4g} kB"
+        variant = f"{len(manifest.keys):,} x {shown}"
+        return Case(workload.name, variant, context, len(manifest.keys), manifest.digest, workload.unit)
+    size_mib = args.dcp_size_mib if workload.name == "dcp" else args.checkpoint_size_mib
+    ranks = RANKS if workload.name == "dcp" else 1
+    names, sizes = state_dicts.layout(size_mib * MiB)
+    context = Context(**common, keys=names, sizes=sizes)
+    variant = f"{sum(sizes) / MiB:.4g} MiB in {len(names)} tensors"
+    variant += f", {ranks} ranks" if ranks > 1 else ""
+    digest = state_dicts.expected_digest(size_mib * MiB, ranks)
+    return Case(workload.name, variant, context, len(names), digest, workload.unit)
+
+
 def clients_for(requested: list[str]):  # type: ignore[no-untyped-def]
     def choose(case: Case) -> list[str]:
         chosen = []
@@ -224,7 +276,7 @@ def clients_for(requested: list[str]):  # type: ignore[no-untyped-def]
             except ImportError as error:
                 print(f"  skipping {name}: not installed ({error})", file=sys.stderr)
                 continue
-            if hasattr(module, case.workload):
+            if hasattr(module, WORKLOADS[case.workload].function):
                 chosen.append(name)
         if OURS not in chosen:
             raise SystemExit(f"{OURS} must be among the clients")
@@ -253,14 +305,14 @@ def ensure_datasets(args: argparse.Namespace) -> dict:
 def run_profile(
     args: argparse.Namespace, profile: str, manifests: dict, progress: Progress, check_content: bool
 ) -> dict:
-    from benchmarks.endpoint.access_log import AccessLog
-    from benchmarks.endpoint.nginx import LocalEndpoint
-
-    endpoint = None
-    access_log = None
+    """Every requested case on `profile`: the read workloads on the endpoint as it always was (it accepts
+    no writes), then the write workloads on one started to accept writes, so neither changes the other's."""
     requested = requested_clients(args)
     environment: dict[str, str] = {}
     tls_directory = None
+    cases: list[Case] = []
+    runs: list[Run] = []
+    profile_checks = {}
     try:
         tls = None
         if args.https and not args.endpoint_url:
@@ -275,13 +327,74 @@ def run_profile(
             for client, why in NO_PRIVATE_CA.items():
                 if client in args.clients.split(","):
                     progress.note(f"--https: leaving out {client}: {why}")
+        names = args.workloads.split(",")
+        for writes in (False, True):
+            group = [name for name in names if WORKLOADS[name].writes == writes]
+            if not group:
+                continue
+            group_cases, group_runs, profile_checks[writes] = _run_group(
+                args, profile, manifests, progress, check_content, group, writes, tls, environment, requested
+            )
+            cases += group_cases
+            runs += group_runs
+    finally:
+        if tls_directory is not None:
+            tls_directory.cleanup()
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "profile": profile,
+        "https": bool(args.https and not args.endpoint_url),
+        "latency_ms": args.latency_ms if profile == "s3like" else 0,
+        "bandwidth_mbps": args.bandwidth_mbps if profile == "s3like" else None,
+        # The read workloads' endpoint's check (or the writes' one, in a run of write workloads only).
+        "profile_check": profile_checks.get(False, profile_checks.get(True)),
+        "rounds": args.rounds,
+        "content_checked": check_content,
+        "datasets": {
+            name: {"parameters": m.parameters, "bytes": m.total_bytes} for name, m in manifests.items()
+        },
+        "client_configurations": {name: getattr(load(name), "CONFIGURATION", "") for name in CLIENTS},
+    }
+    if False in profile_checks and True in profile_checks:
+        meta["profile_check_writes"] = profile_checks[True]
+    return summarize(cases, runs, meta)
+
+
+def _run_group(
+    args: argparse.Namespace,
+    profile: str,
+    manifests: dict,
+    progress: Progress,
+    check_content: bool,
+    workloads: list[str],
+    writes: bool,
+    tls: Optional[tuple[Path, Path]],
+    environment: dict[str, str],
+    requested: list[str],
+) -> tuple[list[Case], list[Run], dict]:
+    """`workloads` (all reading or all writing) on an endpoint of their own: ``(cases, runs, its check)``."""
+    from benchmarks.endpoint.access_log import AccessLog
+    from benchmarks.endpoint.nginx import LocalEndpoint
+    from benchmarks.writes import WRITES_ROOT
+
+    endpoint = None
+    access_log = None
+    try:
         if args.endpoint_url:
             endpoint_url = args.endpoint_url
             profile_check = {"note": "external endpoint: not shaped or checked by the harness"}
         else:
-            progress.note(f"profile {profile}: starting the endpoint and checking its shaping")
+            kind = "writable " if writes else ""
+            progress.note(f"profile {profile}: starting the {kind}endpoint and checking its shaping")
+            if writes:  # what an interrupted earlier run left
+                shutil.rmtree(Path(args.data_dir) / args.bucket / WRITES_ROOT, ignore_errors=True)
             endpoint = LocalEndpoint(
-                args.data_dir, profile, args.latency_ms, args.bandwidth_mbps, tls=tls
+                args.data_dir,
+                profile,
+                args.latency_ms,
+                args.bandwidth_mbps,
+                tls=tls,
+                **({"writes": True} if writes else {}),
             ).start()
             endpoint_url = endpoint.endpoint_url
             access_log = AccessLog(endpoint.access_log)
@@ -289,7 +402,7 @@ def run_profile(
             profile_check = checked_profile(
                 args, endpoint_url, key, profile, progress, ca_file=environment.get("AWS_CA_BUNDLE")
             )
-        cases = build_cases(args, endpoint_url, manifests)
+        cases = build_cases(args, endpoint_url, manifests, workloads)
         units = {case.workload: case.unit for case in cases}
 
         def on_run(label: str, run: Optional[Run]) -> None:
@@ -310,23 +423,7 @@ def run_profile(
     finally:
         if endpoint is not None:
             endpoint.stop()
-        if tls_directory is not None:
-            tls_directory.cleanup()
-    meta = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "profile": profile,
-        "https": bool(args.https and not args.endpoint_url),
-        "latency_ms": args.latency_ms if profile == "s3like" else 0,
-        "bandwidth_mbps": args.bandwidth_mbps if profile == "s3like" else None,
-        "profile_check": profile_check,
-        "rounds": args.rounds,
-        "content_checked": check_content,
-        "datasets": {
-            name: {"parameters": m.parameters, "bytes": m.total_bytes} for name, m in manifests.items()
-        },
-        "client_configurations": {name: getattr(load(name), "CONFIGURATION", "") for name in CLIENTS},
-    }
-    return summarize(cases, runs, meta)
+    return cases, runs, profile_check
 
 
 PROFILE_CHECK_ATTEMPTS = 3

@@ -46,27 +46,34 @@ def render(document: dict[str, Any]) -> str:
         ]
     for comparison in document["comparisons"]:
         title = f"{comparison['workload']} {comparison['variant']}".strip()
+        # A second figure (epoch 1, a checkpoint's load seconds) gets a column of its own.
+        label = comparison.get("secondary_label")
+        extra_head, extra_rule = (f" {label} |", " ---: |") if label else ("", "")
         lines += [
             f"**{title}** — {comparison['unit']}",
             "",
-            "| client | median | min-max | vs ours | RSS growth MiB | CPU s/GB | fetched MiB |",
+            "| client | median | min-max | vs ours | RSS growth MiB | CPU s/GB | fetched MiB |" + extra_head,
         ]
-        lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |" + extra_rule)
         for client, row in comparison["clients"].items():
             if row["median"] is None:
                 errors = row["errors"][0].strip().splitlines() if row["errors"] else ["no result"]
-                lines.append(f"| {client} | failed | | | {errors[-1][:120]} | | |")
+                lines.append(f"| {client} | failed | | | {errors[-1][:120]} | | |" + (" |" if label else ""))
                 continue
             ratio = f"{row['ratio_to_ours']:.2f}x" if row["ratio_to_ours"] else "-"
             lines.append(
                 f"| {client} | {_value(row['median'])} | {_value(row['min'])}-{_value(row['max'])} | {ratio} "
                 f"| {_value(row['rss_growth_mib_median'])} | {_value(row.get('cpu_s_per_gb_median'))} "
                 f"| {_value(row.get('fetched_mib_median'))} |"
+                + (f" {_value(row.get('secondary_median'))} |" if label else "")
             )
         summary = []
         if comparison["ours_vs_best_peer"]:
             better = "" if comparison.get("higher_is_better", True) else " (best peer's seconds / ours)"
             summary.append(f"ours / best peer **{comparison['ours_vs_best_peer']:.2f}x**{better}")
+        if comparison.get("ours_secondary_vs_best_peer"):
+            ratio = comparison["ours_secondary_vs_best_peer"]
+            summary.append(f"{label}: ours / best peer **{ratio:.2f}x**")
         if comparison["ours_vs_ceiling"]:
             summary.append(f"ours / raw-HTTP ceiling **{comparison['ours_vs_ceiling']:.0%}**")
         if comparison.get("ours_cpu_per_gb_vs_lowest_peer"):

@@ -19,10 +19,21 @@ class Workload:
     # CPU seconds per GB is meaningful where the bytes are the work; not for listing (no bytes), `gil`
     # (its counting thread burns a core on purpose) or `random` (a few MB delivered).
     cpu_per_gb: bool = True
-    # The reference row that is not a peer: curl over HTTP, or the same files read from local disk.
+    # The reference row that is not a peer: curl over HTTP, or the same files read from local disk ("": none).
     ceiling: str = "raw-http"
     # A second figure per measurement, reported beside the first: (its label, how it is computed).
     secondary: Optional[tuple[str, Callable[[dict[str, Any]], float]]] = None
+    # Whether ours' figure over its own second figure means something (later epochs over the first does; a
+    # checkpoint's save seconds over its load seconds do not).
+    figure_over_secondary: bool = False
+    # It writes to the endpoint: each measurement gets a fresh prefix, deleted afterwards (see
+    # benchmarks.writes), and runs on an endpoint started to accept writes.
+    writes: bool = False
+
+    @property
+    def function(self) -> str:
+        """The adapter function that implements it (a client runs the workload if it has one)."""
+        return self.name.replace("-", "_")
 
 
 def _megabytes_per_second(result: dict[str, Any]) -> float:
@@ -43,6 +54,14 @@ def _pace_percent(result: dict[str, Any]) -> float:
 
 def _seconds(result: dict[str, Any]) -> float:
     return result["seconds"]
+
+
+def _save_seconds(result: dict[str, Any]) -> float:
+    return result["extra"]["save_seconds"]
+
+
+def _load_seconds(result: dict[str, Any]) -> float:
+    return result["extra"]["load_seconds"]
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -92,9 +111,66 @@ WORKLOADS: dict[str, Workload] = {
             "the first (beside it); the ceiling is the same files read from local disk",
             ceiling="local-disk",
             secondary=("epoch 1", _first_epoch_megabytes_per_second),
+            figure_over_secondary=True,
+        ),
+        # Issue 12's write path. The uploads send the `large` and `small` datasets' objects (read into memory
+        # before the clock), and `upload-stream` the `huge` one, read from its file in 1 MiB pieces.
+        Workload(
+            "upload-large",
+            "MB/s",
+            ("large",),
+            _megabytes_per_second,
+            "upload each large object from memory, one object at a time; the ceiling: curl PUTs every "
+            "object whole, 16 at once",
+            writes=True,
+        ),
+        Workload(
+            "upload-small",
+            "objects/s",
+            ("small",),
+            _items_per_second,
+            "upload every small object from memory, through each client's bulk path; the ceiling: curl "
+            "PUTs, 64 at once",
+            writes=True,
+        ),
+        Workload(
+            "upload-stream",
+            "MB/s",
+            ("huge",),
+            _megabytes_per_second,
+            "one huge object written in 1 MiB write() calls from its file (RSS growth: the memory target)",
+            ceiling="",
+            writes=True,
+        ),
+        Workload(
+            "checkpoint",
+            "s",
+            (),
+            _save_seconds,
+            "torch.save then torch.load of a state dict of float32 tensors: save seconds, load seconds "
+            "beside it; CPU per GB counts the bytes saved plus those loaded",
+            higher_is_better=False,
+            ceiling="",
+            secondary=("load s", _load_seconds),
+            writes=True,
+        ),
+        Workload(
+            "dcp",
+            "s",
+            (),
+            _save_seconds,
+            "torch.distributed.checkpoint save then load of a state dict sharded over 2 ranks (gloo on CPU), "
+            "timed by rank 0 between barriers: save seconds, load seconds beside it",
+            higher_is_better=False,
+            ceiling="",
+            secondary=("load s", _load_seconds),
+            writes=True,
         ),
     )
 }
+
+WRITES = tuple(name for name, workload in WORKLOADS.items() if workload.writes)
+
 
 HEADLINE = ("large", "small")
 """What a run with no options measures (on both profiles): the issue's targets for object reads."""

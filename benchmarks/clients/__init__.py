@@ -11,6 +11,7 @@ from benchmarks.workloads import WORKLOADS as _REGISTRY
 CLIENTS = {
     "torchdata_s3": "ours",
     "torchdata_s3-read_chunk": "ours_read_chunk",
+    "torchdata_s3-open": "ours_open",  # upload-small one writer at a time, beside S3FileSaver
     "fsspec": "fsspec_opener",
     "s3fs": "s3fs_direct",
     "boto3": "boto3_get",
@@ -26,8 +27,9 @@ CLIENTS = {
     "local-disk": "local_disk",
 }
 OURS = "torchdata_s3"
-# Faster private paths of ours, reported beside the headline figure; never a peer, never the headline.
-OURS_VARIANTS = ("torchdata_s3-read_chunk", "torchdata_s3-nocache")
+# Other paths of ours (faster private ones, or one writer at a time), reported beside the headline figure;
+# never a peer, never the headline.
+OURS_VARIANTS = ("torchdata_s3-read_chunk", "torchdata_s3-nocache", "torchdata_s3-open")
 CEILING = "raw-http"
 LOCAL_DISK = "local-disk"  # the `epochs` workload's ceiling: the dataset's files read from local disk
 CEILINGS = (CEILING, LOCAL_DISK)

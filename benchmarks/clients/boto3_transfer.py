@@ -8,10 +8,15 @@ import zlib
 from boto3.s3.transfer import TransferConfig
 
 from .boto3_get import client
+from .boto3_upload import CONFIGURATION as WRITES_CONFIGURATION
+from .boto3_upload import checkpoint, upload_large, upload_small, upload_stream  # noqa: F401
 from .common import Context, Digest, Measurement, MiB, Stopwatch, gil_pace
 
 NAME = "boto3-transfer"
-CONFIGURATION = "download_fileobj into BytesIO, TransferConfig(multipart_chunksize=8 MiB, max_concurrency=10)"
+CONFIGURATION = (
+    "download_fileobj into BytesIO, TransferConfig(multipart_chunksize=8 MiB, max_concurrency=10); "
+    + WRITES_CONFIGURATION
+)
 
 
 def large(ctx: Context) -> Measurement:

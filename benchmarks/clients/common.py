@@ -38,6 +38,10 @@ class Context:
     # The harness's data directory (``<local_dir>/<bucket>/<key>``: the files the endpoint serves), for the
     # local-disk ceiling; the `epochs` workload's caches are made under it too, on the same disk.
     local_dir: str = ""
+    # Write workloads: the embedded endpoint's data directory, where written objects land as
+    # ``<served_dir>/<bucket>/<key>`` and are read back from for the content check; "" (an external endpoint):
+    # read back and delete through S3 (see benchmarks.writes).
+    served_dir: str = ""
 
     def urls(self) -> list[str]:
         return [f"s3://{self.bucket}/{key}" for key in self.keys]
@@ -85,6 +89,25 @@ def process_cpu_seconds() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+_rss_baseline_bytes: Optional[int] = None
+
+
+def reset_peak_rss() -> None:
+    """Marks the start of the work whose memory is measured, after its set-up (e.g. data to upload, generated
+    in memory): resets the process's peak RSS (VmHWM, by writing 5 to /proc/self/clear_refs) to its current
+    RSS, which becomes the baseline of the RSS growth reported (see :func:`rss_baseline_bytes`)."""
+    global _rss_baseline_bytes
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+    with open("/proc/self/statm") as statm:
+        _rss_baseline_bytes = int(statm.read().split()[1]) * resource.getpagesize()
+
+
+def rss_baseline_bytes() -> Optional[int]:
+    """The RSS recorded by :func:`reset_peak_rss`, or None if it was not called."""
+    return _rss_baseline_bytes
 
 
 class Stopwatch:

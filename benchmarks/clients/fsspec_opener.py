@@ -13,12 +13,14 @@ from torch.utils.data import DataLoader
 from torch.utils.data.datapipes.iter import IterableWrapper
 
 from .common import Context, Measurement, consume_objects, consume_text, gil_pace
+from .fsspec_writes import CONFIGURATION as WRITES_CONFIGURATION
+from .fsspec_writes import checkpoint, dcp, upload_large, upload_small  # noqa: F401
 from .images import consume_images, decode
 
 NAME = "fsspec"
 CONFIGURATION = (
     "IterableWrapper(urls).sharding_filter().open_files_by_fsspec(mode='rb'), s3fs defaults; "
-    "images: .map(decode) of each opened file"
+    "images: .map(decode) of each opened file; " + WRITES_CONFIGURATION
 )
 
 

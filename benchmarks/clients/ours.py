@@ -14,12 +14,15 @@ from torchdata_s3.client import native_client
 from .common import Context, Measurement, consume_keys, consume_objects, consume_text, gil_pace
 from .epochs import cache_directory, consume_epochs
 from .images import Sample, consume_images, decode
+from .ours_writes import CONFIGURATION as WRITES_CONFIGURATION
+from .ours_writes import checkpoint, dcp, upload_large, upload_small, upload_stream  # noqa: F401
 from .random_access import read_selection
 
 NAME = "torchdata_s3"
 CONFIGURATION = (
     "S3FileLoader defaults (prefetch 64 within 512 MiB, used as measured latency asks; 8 MiB parts; "
-    "64 MiB read window); stream.read(1 MiB) to the end of each object; epochs: the prefix, cache_dir set"
+    "64 MiB read window); stream.read(1 MiB) to the end of each object; epochs: the prefix, cache_dir set; "
+    + WRITES_CONFIGURATION
 )
 
 

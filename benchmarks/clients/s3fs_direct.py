@@ -14,11 +14,13 @@ from .common import (
     strip_bucket,
 )
 from .random_access import read_selection
+from .s3fs_writes import CONFIGURATION as WRITES_CONFIGURATION
+from .s3fs_writes import upload_large, upload_small, upload_stream  # noqa: F401
 
 NAME = "s3fs"
 CONFIGURATION = (
     "S3FileSystem (fresh instance), open(block_size=8 MiB)+read(1 MiB); cat_file for small; find(); "
-    "random: open(url, 'rb') with its defaults"
+    "random: open(url, 'rb') with its defaults; " + WRITES_CONFIGURATION
 )
 
 

@@ -11,11 +11,14 @@ from torch.utils.data import DataLoader
 from .common import Context, Measurement, consume_keys, consume_objects, gil_pace
 from .images import consume_images, decode
 from .random_access import read_selection
+from .s3torchconnector_writes import CONFIGURATION as WRITES_CONFIGURATION
+from .s3torchconnector_writes import checkpoint, dcp, upload_large, upload_small, upload_stream  # noqa: F401
 
 NAME = "s3torchconnector"
 CONFIGURATION = (
     "S3IterableDataset.from_objects, S3ClientConfig(force_path_style=True) defaults, sequential reader; "
-    "images: S3MapDataset.from_objects(transform=decode); random: S3ReaderConstructor.range_based()"
+    "images: S3MapDataset.from_objects(transform=decode); random: S3ReaderConstructor.range_based(); "
+    + WRITES_CONFIGURATION
 )
 
 
