@@ -19,11 +19,13 @@ from typing import Any
 import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
-from tests.fault_proxy import FaultProxy
-from torchdata_s3 import S3Config, S3FileLoader, S3FileNotFoundError, S3NetworkError
+from tests.fault_proxy import Fault, FaultProxy
+from torchdata_s3 import S3Config, S3Error, S3FileLoader, S3FileNotFoundError, S3NetworkError
 from torchdata_s3.cache import CacheUnavailableWarning, cache_info, clear_cache, main
 from torchdata_s3.cache_store import BLOCK_BYTES, VERSION_DIR, CacheStore, entry_name
+from torchdata_s3.client import S3Client
 from torchdata_s3.reader import S3ObjectStream
+from torchdata_s3.url import parse_s3_url
 
 pytestmark = pytest.mark.integration
 
@@ -434,3 +436,54 @@ def test_a_deleted_object_named_by_url_is_not_served_from_the_cache(
     with pytest.raises(S3FileNotFoundError):
         epoch(list(objects), tmp_path)
     assert entry_files(tmp_path) == []
+
+
+def test_the_next_listing_page_is_asked_for_while_this_pages_objects_are_served(
+    boto_s3,
+    bucket: str,
+    moto_server,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """Later epochs wait for the listing (its ETags confirm the entries): each page's successor is asked
+    for as soon as the page arrives, so only the first page's round trip is waited for."""
+    objects = put_dataset(boto_s3, bucket, [10, 20, 30, 40, 50])
+    prefix = f"s3://{bucket}/data/"
+    with FaultProxy(moto_server.port) as proxy:
+        config = S3Config.resolve(endpoint_url=proxy.endpoint_url)
+        listing = S3Client(config).list_location(parse_s3_url(prefix), page_size=2, read_ahead=True)
+        first = next(listing)
+        # Nothing more is consumed: the second page is requested all the same (bounded wait).
+        deadline = time.monotonic() + 10
+        while len([r for r in proxy.records if "list-type=2" in r.query]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len([r for r in proxy.records if "list-type=2" in r.query]) == 2
+        rest = list(listing)
+        assert [f"s3://{bucket}/{entry.key}" for entry in [first, *rest]] == sorted(objects)
+        assert len([r for r in proxy.records if "list-type=2" in r.query]) == 3  # pages of 2, 2 and 1
+        # Without read-ahead a page is asked for only when its objects are reached.
+        before = len(proxy.records)
+        plain = S3Client(config).list_location(parse_s3_url(prefix), page_size=2)
+        next(plain)
+        time.sleep(0.2)
+        assert len(proxy.records) == before + 1
+        plain.close()
+
+
+def test_a_listing_page_read_ahead_that_fails_raises_after_the_objects_before_it(
+    boto_s3,
+    bucket: str,
+    moto_server,  # type: ignore[no-untyped-def]
+) -> None:
+    """A page asked for ahead that fails raises when its objects would have come, not earlier."""
+    put_dataset(boto_s3, bucket, [10, 20, 30])
+    with FaultProxy(moto_server.port) as proxy:
+        proxy.force(Fault.INTERNAL_ERROR, eligible=lambda request: "continuation-token" in request.query)
+        config = S3Config.resolve(endpoint_url=proxy.endpoint_url, max_retries=0)
+        seen = []
+        with pytest.raises(S3Error, match="ListObjectsV2"):
+            for entry in S3Client(config).list_location(
+                parse_s3_url(f"s3://{bucket}/data/"), page_size=2, read_ahead=True
+            ):
+                seen.append(entry.key)
+        assert seen == ["data/000.bin", "data/001.bin"]
+        assert proxy.injected[Fault.INTERNAL_ERROR] == 1
