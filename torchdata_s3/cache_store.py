@@ -4,7 +4,8 @@ Layout under ``cache_dir`` (one version folder, so a future format never misread
 
     torchdata-s3-cache-v1/
         entries/<2 hex>/<32 hex>        an object's bytes, then a footer (JSON + length + magic)
-        locks/<32 hex>.lock             an entry's writer lock (flock; empty; deleted only by clear)
+        writers.lock                    every entry's writer lock: one byte each (see cache_locks.py)
+        locks/<32 hex>.lock             an entry's writer lock where the OS lacks writers.lock's kind
         tmp/<32 hex>.<pid>.<n>          entries being written, flock-ed by their writer, renamed when complete
         state, state.lock               bytes in use and hit/miss counters, updated under the lock
 
@@ -42,6 +43,7 @@ try:
 except ImportError:  # a platform without isal's wheel: the same checksums, computed more slowly
     from zlib import crc32
 
+from .cache_locks import WriterLock, WriterLocks
 from .cache_writes import BackgroundWrites
 
 __all__ = ["CacheEntry", "CacheStats", "CacheStore", "EntryWriter"]
@@ -159,7 +161,7 @@ class EntryWriter:
         store: CacheStore,
         bucket: str,
         key: str,
-        lock_fd: int,
+        lock: WriterLock,
         on_release: Callable[[], None],
         writes: BackgroundWrites,
         on_failure: Callable[[OSError], None],
@@ -171,7 +173,7 @@ class EntryWriter:
         self.error: Optional[OSError] = None
         self.bucket, self.key = bucket, key
         self.name = entry_name(bucket, key)
-        self._lock_fd = lock_fd
+        self._lock: Optional[WriterLock] = lock
         self.temp_path = store.temp_path(self.name)
         self._fd = -1
         self._finished = False  # committed or abandoned: later operations do nothing
@@ -272,9 +274,9 @@ class EntryWriter:
         self._release()
 
     def _release(self) -> None:
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)  # closing the descriptor releases its flock
-            self._lock_fd = -1
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
             self._on_release()
 
 
@@ -299,6 +301,7 @@ class CacheStore:
         for sub in ("entries", "tmp", "locks"):
             os.makedirs(os.path.join(self.root, sub), exist_ok=True)
         self._folders: set[str] = set()  # entry folders known to exist
+        self._locks = WriterLocks(self.root)
         self._remove_dead_temps()
 
     # -- paths --------------------------------------------------------------------------------------------
@@ -349,19 +352,9 @@ class CacheStore:
             os.unlink(path)
             self.added(-info.st_size)
 
-    def try_lock(self, bucket: str, key: str) -> Optional[int]:
-        """The writer lock of (bucket, key) as an open descriptor, or None if another writer holds it."""
-        path = os.path.join(self.root, "locks", entry_name(bucket, key) + ".lock")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+    def try_lock(self, bucket: str, key: str) -> Optional[WriterLock]:
+        """The writer lock of (bucket, key), or None if another writer (of any process) holds it."""
+        return self._locks.try_acquire(entry_name(bucket, key))
 
     def make_folder_of(self, name: str) -> None:
         """Creates the folder of entry ``name`` if this process has not seen it yet."""
@@ -374,14 +367,14 @@ class CacheStore:
         self,
         bucket: str,
         key: str,
-        lock_fd: int,
+        lock: WriterLock,
         on_release: Callable[[], None],
         on_failure: Callable[[OSError], None],
     ) -> EntryWriter:
         """A writer for (bucket, key), given its lock (``on_release``: called once it lets go of it;
         ``on_failure``: with a write's OSError, from the writes' thread). Raises OSError if the temp file
         cannot be made."""
-        return EntryWriter(self, bucket, key, lock_fd, on_release, self.writes, on_failure)
+        return EntryWriter(self, bucket, key, lock, on_release, self.writes, on_failure)
 
     # -- budget and statistics ----------------------------------------------------------------------------
 

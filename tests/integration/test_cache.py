@@ -487,3 +487,23 @@ def test_a_listing_page_read_ahead_that_fails_raises_after_the_objects_before_it
                 seen.append(entry.key)
         assert seen == ["data/000.bin", "data/001.bin"]
         assert proxy.injected[Fault.INTERNAL_ERROR] == 1
+
+
+def test_writer_locks_exclude_across_descriptions_and_within_a_process(tmp_path: Path) -> None:
+    """One writer per entry: a second store (as another process opens the directory) and a second stream of
+    this process both see the entry locked until its writer lets go; other entries are free meanwhile."""
+    first, second = CacheStore(str(tmp_path), MiB), CacheStore(str(tmp_path), MiB)
+    lock = first.try_lock("bucket", "a")
+    assert lock is not None
+    assert first.try_lock("bucket", "a") is None  # this process, another stream
+    assert second.try_lock("bucket", "a") is None  # another open of the directory
+    other = second.try_lock("bucket", "b")
+    assert other is not None
+    lock.release()
+    lock.release()  # idempotent
+    again = second.try_lock("bucket", "a")
+    assert again is not None
+    assert first.try_lock("bucket", "a") is None
+    again.release()
+    other.release()
+    assert not list((tmp_path / VERSION_DIR / "locks").iterdir())  # no file per entry
