@@ -507,3 +507,6 @@ def test_writer_locks_exclude_across_descriptions_and_within_a_process(tmp_path:
     again.release()
     other.release()
     assert not list((tmp_path / VERSION_DIR / "locks").iterdir())  # no file per entry
+    # Nothing held, nothing open: the cache's file system can be unmounted while the process lives.
+    open_files = [os.path.realpath(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")]
+    assert str(tmp_path / VERSION_DIR / "writers.lock") not in open_files
