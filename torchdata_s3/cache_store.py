@@ -71,6 +71,8 @@ BLOCK_BYTES = 1024 * 1024
 # The footer is read with one pread of the entry's last this many bytes (more only for a larger footer): a
 # small object's footer is about 200 bytes, a 1 GiB object's about 11 kB.
 _TAIL_READ_BYTES = 4 * 1024
+# An entry's writer hands its bytes to the writes' thread in batches of at least this many (or at commit).
+_HOLD_BYTES = BLOCK_BYTES
 # More than the shared state's JSON ever takes (three integers).
 _STATE_READ_BYTES = 4096
 
@@ -181,9 +183,13 @@ class EntryWriter:
         self._block_crcs: list[int] = []
         self._crc = 0  # of the block being written
         self._in_block = 0  # its bytes so far
-        # Creating files costs more than writing 100 kB on the development machine's disk: that too is
-        # done on the writes' thread.
-        self._writes.submit(lambda: self._guarded(self._open_now))
+        # Bytes not yet handed to the writes' thread (up to _HOLD_BYTES), and whether the temp file's creation
+        # was: a small object's entry is then one operation on that thread (create, write, footer, rename),
+        # and a stream closed before any hand-over creates no file at all. Creating a file costs more than
+        # writing 100 kB on the development machine's disk: that too is done on the writes' thread.
+        self._held: list[memoryview] = []
+        self._held_bytes = 0
+        self._handed_over = False
 
     def _open_now(self) -> None:
         self._store.make_folder_of(self.name)
@@ -200,7 +206,27 @@ class EntryWriter:
         if not view.readonly:
             view = memoryview(bytes(view))
         self.written += len(view)
-        self._writes.submit(lambda: self._guarded(self._write_now, view), len(view))
+        self._held.append(view)
+        self._held_bytes += len(view)
+        if self._held_bytes >= _HOLD_BYTES:
+            self._hand_over(None)
+
+    def _hand_over(self, etag: Optional[str]) -> None:
+        """Queues the held bytes (after the temp file's creation, the first time), then the commit if
+        ``etag`` is given, as one operation of the writes' thread."""
+        views, held = self._held, self._held_bytes
+        self._held, self._held_bytes = [], 0
+        create = not self._handed_over
+        self._handed_over = True
+        self._writes.submit(lambda: self._guarded(self._run_now, create, views, etag), held)
+
+    def _run_now(self, create: bool, views: list[memoryview], etag: Optional[str]) -> None:
+        if create:
+            self._open_now()
+        for view in views:
+            self._write_now(view)
+        if etag is not None:
+            self._commit_now(etag)
 
     def _guarded(self, operation: Callable[..., None], *arguments: object) -> None:
         """Runs one file operation on the writes' thread; a failure drops the entry."""
@@ -230,7 +256,7 @@ class EntryWriter:
     def commit(self, etag: str) -> None:
         """Adds the footer and makes the entry visible atomically (once every write before it is done);
         then keeps the cache within budget."""
-        self._writes.submit(lambda: self._guarded(self._commit_now, etag))
+        self._hand_over(etag)
 
     def _commit_now(self, etag: str) -> None:
         if self._in_block:
@@ -261,7 +287,12 @@ class EntryWriter:
 
     def abandon(self) -> None:
         """Drops the partial entry, after the writes already asked for (idempotent)."""
-        self._writes.submit(self._abandon_now)
+        self._held, self._held_bytes = [], 0
+        if self._handed_over:
+            self._writes.submit(self._abandon_now)
+        elif not self._finished:  # nothing on disk yet: let go of the lock here
+            self._finished = True
+            self._release()
 
     def _abandon_now(self) -> None:
         if not self._finished:  # not committed: the temp file goes
