@@ -6,7 +6,7 @@ Layout under ``cache_dir`` (one version folder, so a future format never misread
         entries/<2 hex>/<32 hex>        an object's bytes, then a footer (JSON + length + magic)
         writers.lock                    every entry's writer lock: one byte each (see cache_locks.py)
         locks/<32 hex>.lock             an entry's writer lock where the OS lacks writers.lock's kind
-        tmp/<32 hex>.<pid>.<n>          entries being written, flock-ed by their writer, renamed when complete
+        tmp/<2 hex>/<32 hex>.<pid>.<n>  entries being written, flock-ed by their writer, renamed when complete
         state, state.lock               bytes in use and hit/miss counters, updated under the lock
 
 An entry's name is a hash of (bucket, key); its footer names the bucket, key, ETag and size, and holds the
@@ -44,7 +44,7 @@ except ImportError:  # a platform without isal's wheel: the same checksums, comp
     from zlib import crc32
 
 from .cache_locks import WriterLock, WriterLocks
-from .cache_writes import BackgroundWrites
+from .cache_writes import BackgroundWrites, WriteThreads
 
 __all__ = ["CacheEntry", "CacheStats", "CacheStore", "EntryWriter"]
 
@@ -323,7 +323,7 @@ class CacheStore:
         self._entries_root = os.path.join(self.root, "entries")
         self.max_bytes = max_bytes
         self._temp_numbers = itertools.count()
-        self.writes = BackgroundWrites()
+        self.writes = WriteThreads()
         self._counts_lock = threading.Lock()  # counts and bytes change on the reader's and the writes' thread
         self._hits = self._misses = 0
         self._counts_flushed_at = time.monotonic()
@@ -331,7 +331,7 @@ class CacheStore:
         self._known_bytes = 0  # the shared total when this process last saw it
         for sub in ("entries", "tmp", "locks"):
             os.makedirs(os.path.join(self.root, sub), exist_ok=True)
-        self._folders: set[str] = set()  # entry folders known to exist
+        self._folders: set[str] = set()  # the <2 hex> of entry and temp folders known to exist
         self._locks = WriterLocks(self.root)
         self._remove_dead_temps()
 
@@ -341,7 +341,9 @@ class CacheStore:
         return f"{self._entries_root}/{name[:2]}/{name}"
 
     def temp_path(self, name: str) -> str:
-        return os.path.join(self.root, "tmp", f"{name}.{os.getpid()}.{next(self._temp_numbers)}")
+        # In 256 folders, as the entries: a directory takes one file creation at a time (on the development
+        # machine's disk each cost about 1 ms of kernel CPU), so the writes' threads create in different ones.
+        return f"{self.root}/tmp/{name[:2]}/{name}.{os.getpid()}.{next(self._temp_numbers)}"
 
     # -- entries ------------------------------------------------------------------------------------------
 
@@ -388,11 +390,11 @@ class CacheStore:
         return self._locks.try_acquire(entry_name(bucket, key))
 
     def make_folder_of(self, name: str) -> None:
-        """Creates the folder of entry ``name`` if this process has not seen it yet."""
-        folder = os.path.dirname(self.entry_path(name))
-        if folder not in self._folders:
-            os.makedirs(folder, exist_ok=True)
-            self._folders.add(folder)
+        """Creates the folders of entry ``name`` and of its temp files if this process has not seen them."""
+        if name[:2] not in self._folders:
+            os.makedirs(os.path.dirname(self.entry_path(name)), exist_ok=True)
+            os.makedirs(os.path.join(self.root, "tmp", name[:2]), exist_ok=True)
+            self._folders.add(name[:2])
 
     def writer(
         self,
@@ -405,7 +407,7 @@ class CacheStore:
         """A writer for (bucket, key), given its lock (``on_release``: called once it lets go of it;
         ``on_failure``: with a write's OSError, from the writes' thread). Raises OSError if the temp file
         cannot be made."""
-        return EntryWriter(self, bucket, key, lock, on_release, self.writes, on_failure)
+        return EntryWriter(self, bucket, key, lock, on_release, self.writes.queue(), on_failure)
 
     # -- budget and statistics ----------------------------------------------------------------------------
 
@@ -532,7 +534,13 @@ class CacheStore:
     def _remove_dead_temps(self) -> None:
         """Deletes temp files no live writer holds (their writer was killed mid-write)."""
         temps = os.path.join(self.root, "tmp")
+        items = []
         for item in os.scandir(temps):
+            if item.is_dir():
+                items.extend(os.scandir(item.path))
+            else:
+                items.append(item)  # the layout before temp folders
+        for item in items:
             try:
                 fd = os.open(item.path, os.O_RDONLY | os.O_CLOEXEC)
             except FileNotFoundError:
