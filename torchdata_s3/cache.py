@@ -39,6 +39,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import _core
+from .cache_locks import WriterLock
 from .cache_store import CacheEntry, CacheStats, CacheStore, EntryWriter, quoted_etag, same_etag
 from .cache_streams import CachedObjectReader, WriteThroughReader
 from .errors import S3Error, S3FileNotFoundError
@@ -168,8 +169,9 @@ class _Hit(_Plan):
 class _Fill(_Plan):
     """A miss whose writer lock this process holds: fetch, and write the bytes as the reader gets them."""
 
-    def __init__(self, cache: ObjectCache, location: S3Url, lock_fd: int) -> None:
-        self.cache, self.lock_fd = cache, lock_fd
+    def __init__(self, cache: ObjectCache, location: S3Url, lock: WriterLock) -> None:
+        self.cache = cache
+        self.lock: Optional[WriterLock] = lock
         self.name = (location.bucket, location.key)
         cache.writing_here.add(self.name)
 
@@ -178,18 +180,19 @@ class _Fill(_Plan):
     ) -> io.RawIOBase:
         if native is None:
             native = client.open_native(location, window_bytes=reader.get("window_bytes"))
-        writer = self.cache.writer(location, self.lock_fd) if self.cache.writing else None
+        lock = self.lock
+        writer = self.cache.writer(location, lock) if self.cache.writing and lock is not None else None
         if writer is None:
             self.release()
-        self.lock_fd = -1  # the writer owns it
+        self.lock = None  # the writer owns it
         if writer is None:
             return ObjectReader(client, location, stream=native, **reader)
         return WriteThroughReader(client, location, writer, self.cache, stream=native, **reader)
 
     def release(self) -> None:
-        if self.lock_fd >= 0:
-            os.close(self.lock_fd)
-            self.lock_fd = -1
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
             self.cache.writing_here.discard(self.name)
 
 
@@ -207,16 +210,16 @@ class _Wait(_Plan):
         # The writer may be a stream of this very process (the same object twice in one input) that will
         # not go on before this one is read: never wait for it.
         here = (location.bucket, location.key) in self.cache.writing_here
-        lock_fd = None if here else self.cache.wait_for_writer(location)
-        if lock_fd is None:  # waited in vain: read through
+        lock = None if here else self.cache.wait_for_writer(location)
+        if lock is None:  # waited in vain: read through
             self.cache.count(hit=False)
             return ObjectReader(client, location, **reader)
         hit = self.cache.hit(client, location, self.etag)
         if hit is not None:
-            os.close(lock_fd)
+            lock.release()
             return hit.raw(client, location, None, **reader)
         self.cache.count(hit=False)
-        return _Fill(self.cache, location, lock_fd).raw(client, location, None, **reader)
+        return _Fill(self.cache, location, lock).raw(client, location, None, **reader)
 
 
 class ObjectCache:
@@ -255,15 +258,15 @@ class ObjectCache:
         if not self._writing:
             self.count(hit=False)
             return _ReadThrough()
-        lock_fd = self.store.try_lock(location.bucket, location.key)
-        if lock_fd is None:
+        lock = self.store.try_lock(location.bucket, location.key)
+        if lock is None:
             return _Wait(self, etag)
         hit = self.hit(client, location, etag)  # committed between the first look and the lock
         if hit is not None:
-            os.close(lock_fd)
+            lock.release()
             return hit
         self.count(hit=False)
-        return _Fill(self, location, lock_fd)
+        return _Fill(self, location, lock)
 
     def hit(self, client: S3Client, location: S3Url, etag: str) -> Optional[_Hit]:
         """The entry as a hit, if there is a sound one for this version (see the module docstring)."""
@@ -287,19 +290,19 @@ class ObjectCache:
     ) -> io.RawIOBase:
         """Reads a changed object from its GET ``native``, writing a new entry if no other process is."""
         self.count(hit=False)
-        lock_fd = self.store.try_lock(location.bucket, location.key) if self._writing else None
-        if lock_fd is None:
+        lock = self.store.try_lock(location.bucket, location.key) if self._writing else None
+        if lock is None:
             return ObjectReader(client, location, stream=native, **reader)
-        return _Fill(self, location, lock_fd).raw(client, location, native, **reader)
+        return _Fill(self, location, lock).raw(client, location, native, **reader)
 
-    def writer(self, location: S3Url, lock_fd: int) -> Optional[EntryWriter]:
-        """A writer for the entry whose lock is ``lock_fd``; None (lock still held) if the disk refused."""
+    def writer(self, location: S3Url, lock: WriterLock) -> Optional[EntryWriter]:
+        """A writer for the entry whose lock is ``lock``; None (lock still held) if the disk refused."""
         name = (location.bucket, location.key)
         try:
             return self.store.writer(
                 location.bucket,
                 location.key,
-                lock_fd,
+                lock,
                 lambda: self.writing_here.discard(name),
                 self._failures.append,
             )
@@ -307,14 +310,14 @@ class ObjectCache:
             self.disk_refused(error)
             return None
 
-    def wait_for_writer(self, location: S3Url) -> Optional[int]:
+    def wait_for_writer(self, location: S3Url) -> Optional[WriterLock]:
         """The entry's lock once its other writer let go (bounded by WRITER_WAIT_S), or None."""
         deadline = time.monotonic() + WRITER_WAIT_S
         step = _WAIT_STEP_S
         while True:
-            lock_fd = self.store.try_lock(location.bucket, location.key)
-            if lock_fd is not None or time.monotonic() >= deadline:
-                return lock_fd
+            lock = self.store.try_lock(location.bucket, location.key)
+            if lock is not None or time.monotonic() >= deadline:
+                return lock
             time.sleep(step)
             step = min(2 * step, _WAIT_STEP_MAX_S)
 

@@ -164,8 +164,10 @@ class CachedObjectReader(io.RawIOBase):
 
     def readall(self) -> bytes:
         self._check_open()
+        if self._s3 is None and self._pos >= self._size:
+            return b""  # the second read() of a read loop
         block, offset = divmod(self._pos, self._entry.block_bytes)
-        if self._s3 is None and offset == 0 and self._pos < self._size:
+        if self._s3 is None and offset == 0:
             # The rest from a block's start (a small object's read(), a large one's last read): one pread,
             # checked, returned as it is.
             data = os.pread(self._entry.fd, self._size - self._pos, self._pos)

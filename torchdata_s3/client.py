@@ -101,6 +101,41 @@ class ObjectInfo(NamedTuple):
     etag: str
 
 
+class _ListPage:
+    """One ListObjectsV2 page, fetched by :meth:`run` (on the caller's thread or another) and handed over by
+    :meth:`result`, which raises the request's failure on the consumer's thread."""
+
+    def __init__(
+        self,
+        client: S3Client,
+        native: _core.S3Client,
+        location: S3Url,
+        delimiter: str,
+        token: str,
+        page_size: Optional[int],
+    ) -> None:
+        self._request = (native, location, delimiter, token, page_size)
+        self._client = client
+        self._done = threading.Event()
+        self._value: Optional[tuple[list, Optional[str]]] = None
+        self._error: Optional[BaseException] = None
+
+    def run(self) -> None:
+        try:
+            self._value = self._client._list_page(*self._request)
+        except BaseException as error:  # handed to the consumer by result()
+            self._error = error
+        finally:
+            self._done.set()
+
+    def result(self) -> tuple[list, Optional[str]]:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+
 class S3Client:
     """Lists and opens S3 objects. Cheap to create and to pickle; the native client is shared per process.
 
@@ -135,39 +170,64 @@ class S3Client:
             raise credentials_unavailable(str(location), operation, failure.problem, failure.hint) from None
 
     def list_location(
-        self, location: S3Url, *, delimiter: str = "", page_size: Optional[int] = None
+        self,
+        location: S3Url,
+        *,
+        delimiter: str = "",
+        page_size: Optional[int] = None,
+        read_ahead: bool = False,
     ) -> Iterator[ObjectSummary]:
-        """:meth:`list_objects` for an already parsed URL."""
+        """:meth:`list_objects` for an already parsed URL. With ``read_ahead``, each page's successor is
+        requested (on a thread of its own) as soon as the page arrives, before its objects are yielded: a
+        consumer slower than a round trip then never waits for a page but the first. A failed page raises
+        when it is reached, after every object before it, as without read-ahead."""
         native = self._native_for(location, "ListObjectsV2")
-        token = ""
+        page = _ListPage(self, native, location, delimiter, "", page_size)
+        page.run()
         while True:
-            try:
-                objects, _prefixes, next_token = native.list_objects_v2(
-                    location.bucket,
-                    prefix=location.key,
-                    delimiter=delimiter,
-                    continuation_token=token,
-                    max_keys=page_size or 0,
-                    timeout_ms=self.config.request_timeout_ms,
-                )
-            except S3Error:
-                raise  # also a ValueError (for code written for the original), but a failed request
-            except ValueError as malformed:
-                # A 200 answer that is no ListObjectsV2 result (a web page, a proxy's portal, another API):
-                # the request failed; the caller's input was fine.
-                url = f"s3://{location.bucket}/{location.key}"
-                raise S3Error(
-                    f"ListObjectsV2 {url} failed: the endpoint answered with something that is not a "
-                    f"ListObjectsV2 result ({malformed}). Check that endpoint_url points at an S3 API.",
-                    url=url,
-                    operation="ListObjectsV2",
-                    http_status=200,
-                ) from None
+            objects, next_token = page.result()
+            if next_token is not None:
+                following = _ListPage(self, native, location, delimiter, next_token, page_size)
+                if read_ahead:
+                    ahead = threading.Thread(
+                        target=following.run, name="torchdata-s3-list-ahead", daemon=True
+                    )
+                    ahead.start()
             for entry in objects:
                 yield ObjectSummary(entry)
             if next_token is None:
                 return
-            token = next_token
+            if not read_ahead:
+                following.run()  # only now that its objects are reached
+            page = following
+
+    def _list_page(
+        self, native: _core.S3Client, location: S3Url, delimiter: str, token: str, page_size: Optional[int]
+    ) -> tuple[list, Optional[str]]:
+        """One ListObjectsV2 page: its (key, size, etag) entries and the next page's token (None: last)."""
+        try:
+            objects, _prefixes, next_token = native.list_objects_v2(
+                location.bucket,
+                prefix=location.key,
+                delimiter=delimiter,
+                continuation_token=token,
+                max_keys=page_size or 0,
+                timeout_ms=self.config.request_timeout_ms,
+            )
+        except S3Error:
+            raise  # also a ValueError (for code written for the original), but a failed request
+        except ValueError as malformed:
+            # A 200 answer that is no ListObjectsV2 result (a web page, a proxy's portal, another API):
+            # the request failed; the caller's input was fine.
+            url = f"s3://{location.bucket}/{location.key}"
+            raise S3Error(
+                f"ListObjectsV2 {url} failed: the endpoint answered with something that is not a "
+                f"ListObjectsV2 result ({malformed}). Check that endpoint_url points at an S3 API.",
+                url=url,
+                operation="ListObjectsV2",
+                http_status=200,
+            ) from None
+        return objects, next_token
 
     def open(
         self, url: str, mode: str = "rb", *, overwrite: bool = True, checksum: Optional[str] = None

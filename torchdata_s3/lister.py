@@ -69,7 +69,8 @@ class S3FileLister(IterDataPipe[str]):
     def __iter__(self) -> Iterator[str]:
         for prefix_url in self.source_datapipe:
             location = parse_s3_url(prefix_url)
-            for key, size, _etag in self.client.list_location(location, page_size=self.page_size):
+            listing = self.client.list_location(location, page_size=self.page_size, read_ahead=True)
+            for key, size, _etag in listing:
                 if is_folder_marker(key, size):
                     continue
                 url = f"s3://{location.bucket}/{key}"

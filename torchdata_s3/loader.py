@@ -128,7 +128,9 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
         for url in self.source_datapipe:
             location = parse_s3_url(url)
             if location.is_prefix:
-                for key, size, etag in self.client.list_location(location):
+                # The next page is asked for while this one's objects are served (from the cache, faster than
+                # a round trip): only the first page's round trip is waited for.
+                for key, size, etag in self.client.list_location(location, read_ahead=True):
                     if is_folder_marker(key, size):
                         continue
                     if self.shard.owns(position):

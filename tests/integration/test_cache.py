@@ -19,11 +19,13 @@ from typing import Any
 import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
-from tests.fault_proxy import FaultProxy
-from torchdata_s3 import S3Config, S3FileLoader, S3FileNotFoundError, S3NetworkError
+from tests.fault_proxy import Fault, FaultProxy
+from torchdata_s3 import S3Config, S3Error, S3FileLoader, S3FileNotFoundError, S3NetworkError
 from torchdata_s3.cache import CacheUnavailableWarning, cache_info, clear_cache, main
 from torchdata_s3.cache_store import BLOCK_BYTES, VERSION_DIR, CacheStore, entry_name
+from torchdata_s3.client import S3Client
 from torchdata_s3.reader import S3ObjectStream
+from torchdata_s3.url import parse_s3_url
 
 pytestmark = pytest.mark.integration
 
@@ -49,6 +51,11 @@ def put_dataset(boto_s3: Any, bucket: str, sizes: list[int], prefix: str = "data
         objects[f"s3://{bucket}/{key}"] = payload(size, seed=number + size)
         boto_s3.put_object(Bucket=bucket, Key=key, Body=objects[f"s3://{bucket}/{key}"])
     return objects
+
+
+def temp_files(cache_dir: Path) -> list[Path]:
+    """Entries being written (or left by a writer that died), in the temp folders."""
+    return sorted(p for p in (cache_dir / VERSION_DIR / "tmp").rglob("*") if p.is_file())
 
 
 def epoch(inputs: list[str], cache_dir: Path, **options: Any) -> dict[str, tuple[bytes, int, Any]]:
@@ -177,7 +184,7 @@ def test_a_stream_not_read_to_the_end_leaves_no_entry(boto_s3, bucket: str, tmp_
         stream.read(MiB)
         stream.close()
     assert entry_files(tmp_path) == []
-    assert list((tmp_path / VERSION_DIR / "tmp").iterdir()) == []
+    assert temp_files(tmp_path) == []
 
 
 def test_objects_larger_than_the_budget_are_read_through(boto_s3, bucket: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -238,7 +245,7 @@ def test_a_full_disk_degrades_to_s3_with_one_warning(boto_s3, bucket: str, tmp_p
         assert {url: g[0] for url, g in got.items()} == objects
         refused = [w for w in caught if issubclass(w.category, CacheUnavailableWarning)]
         assert len(refused) == 1 and "cannot be written" in str(refused[0].message)
-        assert not list((disk / VERSION_DIR / "tmp").iterdir()), "a partial entry was left on the full disk"
+        assert not temp_files(disk), "a partial entry was left on the full disk"
         assert 1 <= len(entry_files(disk)) < len(objects)
         second = epoch([f"s3://{bucket}/data/"], disk, cache_max_bytes=100 * MiB)  # entries that fit serve
         assert {url: g[0] for url, g in second.items()} == objects
@@ -256,7 +263,7 @@ def test_a_file_size_limit_degrades_to_s3(boto_s3, bucket: str, tmp_path: Path) 
     assert report["digests"] == {url: hashlib.sha256(data).hexdigest() for url, data in objects.items()}
     assert len(report["warnings"]) == 1 and "cannot be written" in report["warnings"][0]
     assert [p.stat().st_size < MiB for p in entry_files(tmp_path)] == [True]
-    assert not list((tmp_path / VERSION_DIR / "tmp").iterdir())
+    assert not temp_files(tmp_path)
 
 
 def test_an_unusable_directory_degrades_to_s3_with_one_warning(boto_s3, bucket: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -308,7 +315,7 @@ def test_a_process_killed_mid_write_leaves_no_entry(boto_s3, bucket: str, tmp_pa
         assert worker.stdout.readline().strip() == "reading"
         deadline = time.monotonic() + 30  # the writes' thread writes what the reader has received
         while True:
-            temps = list((tmp_path / VERSION_DIR / "tmp").iterdir())
+            temps = temp_files(tmp_path)
             if (len(temps) == 1 and temps[0].stat().st_size > 0) or time.monotonic() > deadline:
                 break
             time.sleep(0.01)
@@ -320,7 +327,7 @@ def test_a_process_killed_mid_write_leaves_no_entry(boto_s3, bucket: str, tmp_pa
     assert entry_files(tmp_path) == []
     got = epoch([f"s3://{bucket}/data/"], tmp_path)  # the next process cleans up and fills the entry
     assert {url: g[0] for url, g in got.items()} == objects
-    assert not list((tmp_path / VERSION_DIR / "tmp").iterdir())
+    assert not temp_files(tmp_path)
     assert all(g[1] == 0 for g in epoch([f"s3://{bucket}/data/"], tmp_path).values())
 
 
@@ -434,3 +441,77 @@ def test_a_deleted_object_named_by_url_is_not_served_from_the_cache(
     with pytest.raises(S3FileNotFoundError):
         epoch(list(objects), tmp_path)
     assert entry_files(tmp_path) == []
+
+
+def test_the_next_listing_page_is_asked_for_while_this_pages_objects_are_served(
+    boto_s3,
+    bucket: str,
+    moto_server,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """Later epochs wait for the listing (its ETags confirm the entries): each page's successor is asked
+    for as soon as the page arrives, so only the first page's round trip is waited for."""
+    objects = put_dataset(boto_s3, bucket, [10, 20, 30, 40, 50])
+    prefix = f"s3://{bucket}/data/"
+    with FaultProxy(moto_server.port) as proxy:
+        config = S3Config.resolve(endpoint_url=proxy.endpoint_url)
+        listing = S3Client(config).list_location(parse_s3_url(prefix), page_size=2, read_ahead=True)
+        first = next(listing)
+        # Nothing more is consumed: the second page is requested all the same (bounded wait).
+        deadline = time.monotonic() + 10
+        while len([r for r in proxy.records if "list-type=2" in r.query]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len([r for r in proxy.records if "list-type=2" in r.query]) == 2
+        rest = list(listing)
+        assert [f"s3://{bucket}/{entry.key}" for entry in [first, *rest]] == sorted(objects)
+        assert len([r for r in proxy.records if "list-type=2" in r.query]) == 3  # pages of 2, 2 and 1
+        # Without read-ahead a page is asked for only when its objects are reached.
+        before = len(proxy.records)
+        plain = S3Client(config).list_location(parse_s3_url(prefix), page_size=2)
+        next(plain)
+        time.sleep(0.2)
+        assert len(proxy.records) == before + 1
+        plain.close()
+
+
+def test_a_listing_page_read_ahead_that_fails_raises_after_the_objects_before_it(
+    boto_s3,
+    bucket: str,
+    moto_server,  # type: ignore[no-untyped-def]
+) -> None:
+    """A page asked for ahead that fails raises when its objects would have come, not earlier."""
+    put_dataset(boto_s3, bucket, [10, 20, 30])
+    with FaultProxy(moto_server.port) as proxy:
+        proxy.force(Fault.INTERNAL_ERROR, eligible=lambda request: "continuation-token" in request.query)
+        config = S3Config.resolve(endpoint_url=proxy.endpoint_url, max_retries=0)
+        seen = []
+        with pytest.raises(S3Error, match="ListObjectsV2"):
+            for entry in S3Client(config).list_location(
+                parse_s3_url(f"s3://{bucket}/data/"), page_size=2, read_ahead=True
+            ):
+                seen.append(entry.key)
+        assert seen == ["data/000.bin", "data/001.bin"]
+        assert proxy.injected[Fault.INTERNAL_ERROR] == 1
+
+
+def test_writer_locks_exclude_across_descriptions_and_within_a_process(tmp_path: Path) -> None:
+    """One writer per entry: a second store (as another process opens the directory) and a second stream of
+    this process both see the entry locked until its writer lets go; other entries are free meanwhile."""
+    first, second = CacheStore(str(tmp_path), MiB), CacheStore(str(tmp_path), MiB)
+    lock = first.try_lock("bucket", "a")
+    assert lock is not None
+    assert first.try_lock("bucket", "a") is None  # this process, another stream
+    assert second.try_lock("bucket", "a") is None  # another open of the directory
+    other = second.try_lock("bucket", "b")
+    assert other is not None
+    lock.release()
+    lock.release()  # idempotent
+    again = second.try_lock("bucket", "a")
+    assert again is not None
+    assert first.try_lock("bucket", "a") is None
+    again.release()
+    other.release()
+    assert not list((tmp_path / VERSION_DIR / "locks").iterdir())  # no file per entry
+    # Nothing held, nothing open: the cache's file system can be unmounted while the process lives.
+    open_files = [os.path.realpath(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")]
+    assert str(tmp_path / VERSION_DIR / "writers.lock") not in open_files
