@@ -36,7 +36,7 @@ from .url import S3Url
 if TYPE_CHECKING:
     from .client import S3Client
 
-__all__ = ["RANDOM_READ_BYTES", "ObjectReader", "S3ObjectStream"]
+__all__ = ["KEPT_SMALL_SOURCES", "RANDOM_READ_BYTES", "ObjectReader", "S3ObjectStream"]
 
 MiB = 1024 * 1024
 # The smallest ranged GET for a read away from what is held: a round trip costs far more than a megabyte
@@ -45,6 +45,9 @@ RANDOM_READ_BYTES = 1 * MiB
 # Ranged GETs that follow one another double in length; from this length on, the next one asks for the rest
 # of the object, which then arrives in parallel parts at full speed.
 SCAN_AFTER_BYTES = 8 * MiB
+# Of an object larger than retain_bytes, how many small GETs (a tail, a header; at most about two parts of
+# memory each) stay open beside the current one, for readers that go back and forth between a few places.
+KEPT_SMALL_SOURCES = 4
 # The C buffer under readline(), iteration and small reads: large enough that refills (one Python call
 # each) are rare, small enough to stay out of the way of large reads, which bypass it.
 BUFFER_BYTES = 1 * MiB
@@ -278,15 +281,33 @@ class ObjectReader(io.RawIOBase):
         return self._part
 
     def _adopt(self, source: _Source) -> None:
-        """Makes `source` the one read; the previous one is kept for its bytes if the object is held whole."""
+        """Makes `source` the one read. The previous one is kept for its bytes if the object is held whole;
+        of a larger object, if it is small (see `_is_small`), up to KEPT_SMALL_SOURCES of them."""
         previous = self._source
         if previous is not None:
             if self._held_whole():
                 self._kept.append(previous)
+            elif self._is_small(previous):
+                self._kept.append(previous)
+                while len(self._kept) > KEPT_SMALL_SOURCES:
+                    self._close(self._kept.pop(0))
             else:
                 self._close(previous)
         self._source = source
-        source.stream.retain(self._retention())
+        retention = self._retention()
+        if source.end is not None and self._is_small(source):
+            # All of a small range, so that a reader coming back finds any of its bytes.
+            retention = max(retention, source.end - source.first)
+        source.stream.retain(retention)
+
+    def _is_small(self, source: _Source) -> bool:
+        """A GET that can hold and fetch at most about two parts: a ranged GET of up to a part or
+        RANDOM_READ_BYTES (a tail, a header), or one never widened into a scan. Keeping a few costs little
+        memory and saves a round trip each time a reader goes back to them: torch.load reads records at the
+        object's start and end in turn before it reads the tensors in order."""
+        if source.end is not None:
+            return source.end - source.first <= max(self._part, RANDOM_READ_BYTES)
+        return not source.widened
 
     def _close(self, source: _Source) -> None:
         # RuntimeError: opened in another process before fork(); nothing of it was fetched here.
@@ -404,7 +425,9 @@ class ObjectReader(io.RawIOBase):
             self._adopt(_Source(self._open(window_bytes=self._part), 0, end=None, widened=False))
             return self._sequential_source(wanted)
         if continuing:
-            length = self._next_range
+            # A read that asks for more than the doubled range gets all it asks for in one GET (parallel
+            # parts), rather than a round trip per doubling: torch.load reads each tensor in one call.
+            length = max(self._next_range, wanted)
             if length >= max(2 * self._part, SCAN_AFTER_BYTES):
                 # Reads went on long enough to be a scan: the rest, in parallel parts, within the window.
                 length = max(length, self._remaining_from(position))

@@ -77,24 +77,8 @@ def listed_keys(endpoint_url: str, prefix: str) -> list[str]:
     return [entry["Key"] for entry in listing.get("Contents", [])]
 
 
-# torch's FileSystemWriter writes `.metadata.tmp` and renames it; s3fs and s3torchconnector rename by
-# CopyObject + DeleteObject, which the embedded endpoint answers with 501 NotImplemented. fsspec's is checked
-# against moto below instead; s3torchconnector's fails there too (its CRT client wants an ETag header that
-# moto's CompleteMultipartUpload lacks).
-NEEDS_COPY_OBJECT = {("fsspec", "dcp"), ("s3torchconnector", "dcp")}
 WRITE_ADAPTERS = [
-    pytest.param(
-        client,
-        workload,
-        id=f"{client}-{workload}",
-        marks=[
-            pytest.mark.xfail(
-                strict=True, raises=RuntimeError, reason="the embedded endpoint lacks CopyObject (501)"
-            )
-        ]
-        if (client, workload) in NEEDS_COPY_OBJECT
-        else [],
-    )
+    pytest.param(client, workload, id=f"{client}-{workload}")
     for client in CLIENTS
     for workload in WRITES
     if hasattr(load(client), WORKLOADS[workload].function)

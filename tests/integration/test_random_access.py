@@ -12,7 +12,7 @@ import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
 from torchdata_s3 import S3Client, S3Config, S3FileLoader, S3IntegrityError
-from torchdata_s3.reader import RANDOM_READ_BYTES
+from torchdata_s3.reader import BUFFER_BYTES, KEPT_SMALL_SOURCES, RANDOM_READ_BYTES
 
 pytestmark = pytest.mark.integration
 
@@ -144,6 +144,69 @@ def test_a_large_object_fetches_about_what_random_reads_ask_for(boto_s3, bucket:
         stream.seek(2 * MiB)
         assert stream.read() == data[2 * MiB :]
         assert stream.bytes_fetched <= len(offsets) * RANDOM_READ_BYTES + len(data) - 2 * MiB + PART
+
+
+def count_gets(stream: Any, monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """The GETs a stream's reader starts from now on (each still sent to the real server), as their
+    arguments."""
+    started: list[dict] = []
+    real_open = stream.raw._open
+
+    def spying_open(**request: Any) -> Any:
+        started.append(request)
+        return real_open(**request)
+
+    monkeypatch.setattr(stream.raw, "_open", spying_open)
+    return started
+
+
+def test_a_large_read_after_a_small_one_is_one_get_not_a_doubling_ramp(  # type: ignore[no-untyped-def]
+    boto_s3, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # torch.load reads a record's 30-byte header, then the whole tensor in one call: that call should not
+    # pay a round trip per doubling of the range (1, 2, 4, 8 MiB), which on S3 is 30 ms each.
+    data = payload(10 * MiB, seed=6)
+    boto_s3.put_object(Bucket=bucket, Key="large", Body=data)
+    with S3Client(config()).open(f"s3://{bucket}/large") as stream:
+        stream.seek(-8, io.SEEK_END)
+        assert stream.read() == data[-8:]
+        gets = count_gets(stream, monkeypatch)
+        stream.seek(100)
+        assert stream.read(30) == data[100:130]
+        wanted = 6 * MiB
+        assert stream.read(wanted) == data[130 : 130 + wanted]
+        # The header's range, then one GET for (almost) all of the large read: BufferedReader hands the raw
+        # reader all but its last buffer-full directly, and fills its buffer for the rest (the rest of the
+        # object, as reads went on in order). Before: 2 MiB, then 4 MiB, each a round trip.
+        assert len(gets) <= 3, gets
+        first, last = gets[1]["byte_range"]
+        assert last - first + 1 >= wanted - BUFFER_BYTES, gets
+
+
+def test_a_large_object_keeps_its_few_small_gets_for_readers_going_back_and_forth(  # type: ignore[no-untyped-def]
+    boto_s3, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # torch.load reads records at an object's end and start in turn; each return to a place already
+    # fetched must not cost another GET. At most KEPT_SMALL_SOURCES such GETs stay open.
+    data = payload(10 * MiB, seed=7)
+    boto_s3.put_object(Bucket=bucket, Key="large", Body=data)
+    places = [10 * MiB - 5000, 1000, 4 * MiB, 7 * MiB]  # the first is in the tail fetched by the seek
+    assert len(places) <= KEPT_SMALL_SOURCES
+    with S3Client(config()).open(f"s3://{bucket}/large") as stream:
+        stream.seek(0, io.SEEK_END)
+        gets = count_gets(stream, monkeypatch)
+        for _ in range(3):
+            for place in places:
+                stream.seek(place)
+                assert stream.read(100) == data[place : place + 100]
+        assert len(gets) == len(places) - 1, gets
+        assert stream.bytes_fetched <= len(places) * RANDOM_READ_BYTES
+        # Further places: beyond KEPT_SMALL_SOURCES besides the current one, the oldest are closed.
+        for place in (2 * MiB, 5 * MiB + 512 * KiB, 8 * MiB + 200 * KiB, 3 * MiB + 200 * KiB):
+            stream.seek(place)
+            assert stream.read(100) == data[place : place + 100]
+        assert len(gets) == len(places) - 1 + 4, gets
+        assert len(stream.raw._kept) == KEPT_SMALL_SOURCES
 
 
 def test_a_large_object_read_in_order_is_fetched_once(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
