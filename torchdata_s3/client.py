@@ -178,9 +178,9 @@ class S3Client:
         read_ahead: bool = False,
     ) -> Iterator[ObjectSummary]:
         """:meth:`list_objects` for an already parsed URL. With ``read_ahead``, each page's successor is
-        requested (on a thread of its own) as soon as the page arrives, before its objects are yielded: a
-        consumer slower than a round trip then never waits for a page but the first. A failed page raises
-        when it is reached, after every object before it, as without read-ahead."""
+        requested (on a thread of its own, which exit waits for) as soon as the page arrives, before its
+        objects are yielded: a consumer slower than a round trip then never waits for a page but the first.
+        A failed page raises when it is reached, after every object before it, as without read-ahead."""
         native = self._native_for(location, "ListObjectsV2")
         page = _ListPage(self, native, location, delimiter, "", page_size)
         page.run()
@@ -189,8 +189,11 @@ class S3Client:
             if next_token is not None:
                 following = _ListPage(self, native, location, delimiter, next_token, page_size)
                 if read_ahead:
+                    # Not a daemon: at exit the interpreter waits for this one request (at most
+                    # request_timeout_ms) rather than ending the thread inside native code, whose forced
+                    # unwind through the binding the sanitizer build reports as an error.
                     ahead = threading.Thread(
-                        target=following.run, name="torchdata-s3-list-ahead", daemon=True
+                        target=following.run, name="torchdata-s3-list-ahead", daemon=False
                     )
                     ahead.start()
             for entry in objects:

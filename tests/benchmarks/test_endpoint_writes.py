@@ -20,6 +20,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from benchmarks.cli import PROFILE_CHECK_ATTEMPTS, PROFILE_CHECK_PAUSE_S
 from benchmarks.endpoint.nginx import LocalEndpoint, ensure_nginx_installed
 from benchmarks.endpoint.verify import check_profile
 
@@ -496,15 +497,25 @@ def test_a_read_only_endpoint_refuses_writes(data_root: Path) -> None:
 
 
 def test_s3like_delivers_latency_and_bandwidth_for_writes_and_reads(s3like: LocalEndpoint) -> None:
-    measured = check_profile(
-        s3like.endpoint_url,
-        BUCKET,
-        PROBE_KEY,
-        "s3like",
-        S3LIKE_LATENCY_MS,
-        S3LIKE_BANDWIDTH_MBPS,
-        writes=True,
-    )
+    # As the harness does (benchmarks.cli.checked_profile): a burst of other work on a shared machine can
+    # starve one probe connection for a moment (seen in a CI run beside a benchmark: 47 MB/s against a 90
+    # MB/s cap), while a profile that is not in effect fails every attempt.
+    for attempt in range(1, PROFILE_CHECK_ATTEMPTS + 1):
+        try:
+            measured = check_profile(
+                s3like.endpoint_url,
+                BUCKET,
+                PROBE_KEY,
+                "s3like",
+                S3LIKE_LATENCY_MS,
+                S3LIKE_BANDWIDTH_MBPS,
+                writes=True,
+            )
+            break
+        except RuntimeError:
+            if attempt == PROFILE_CHECK_ATTEMPTS:
+                raise
+            time.sleep(PROFILE_CHECK_PAUSE_S)
     assert measured["writes"]["multipart_bytes"] == 8 * PART_BYTES
 
 
