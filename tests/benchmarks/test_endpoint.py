@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Optional
 from urllib.parse import quote, urlencode, urlsplit
 
-import boto3
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from benchmarks.endpoint.nginx import LocalEndpoint, ensure_nginx_installed
 from benchmarks.endpoint.verify import check_profile
+from tests.benchmarks.endpoint_client import boto3_client
 
 pytestmark = pytest.mark.integration
 
@@ -333,17 +332,6 @@ def test_bad_listing_parameters_are_invalid_argument(fast: LocalEndpoint, parame
 
 
 # boto3, end to end -----------------------------------------------------------------------------------------
-
-
-def boto3_client(endpoint: LocalEndpoint):  # type: ignore[no-untyped-def]
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint.endpoint_url,
-        aws_access_key_id="x",
-        aws_secret_access_key="y",
-        region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
-    )
 
 
 def test_boto3_lists_and_gets(endpoint: LocalEndpoint) -> None:

@@ -14,15 +14,14 @@ from pathlib import Path
 from typing import Optional
 from urllib.parse import urlsplit
 
-import boto3
 import pytest
 from boto3.s3.transfer import TransferConfig
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from benchmarks.cli import PROFILE_CHECK_ATTEMPTS, PROFILE_CHECK_PAUSE_S
 from benchmarks.endpoint.nginx import LocalEndpoint, ensure_nginx_installed
 from benchmarks.endpoint.verify import check_profile
+from tests.benchmarks.endpoint_client import boto3_client
 
 pytestmark = pytest.mark.integration
 
@@ -75,17 +74,6 @@ def key(request: pytest.FixtureRequest) -> str:
     return f"written/{request.node.originalname}-{os.urandom(4).hex()}"
 
 
-def s3_client(endpoint: LocalEndpoint):  # type: ignore[no-untyped-def]
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint.endpoint_url,
-        aws_access_key_id="x",
-        aws_secret_access_key="y",
-        region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
-    )
-
-
 def call(
     endpoint: LocalEndpoint, method: str, path: str, body: bytes = b"", headers: Optional[dict] = None
 ) -> tuple[int, http.client.HTTPMessage, bytes]:
@@ -117,7 +105,7 @@ def listed_keys(s3, prefix: str, bucket: str = BUCKET) -> list[str]:  # type: ig
 
 
 def test_boto3_put_object_round_trips(endpoint: LocalEndpoint, data_root: Path, key: str) -> None:
-    s3 = s3_client(endpoint)
+    s3 = boto3_client(endpoint)
     body = os.urandom(300_000)
     answer = s3.put_object(Bucket=BUCKET, Key=key, Body=body)
     assert answer["ResponseMetadata"]["HTTPStatusCode"] == 200
@@ -127,7 +115,7 @@ def test_boto3_put_object_round_trips(endpoint: LocalEndpoint, data_root: Path, 
 
 
 def test_boto3_multipart_upload_round_trips(endpoint: LocalEndpoint, data_root: Path, key: str) -> None:
-    s3 = s3_client(endpoint)
+    s3 = boto3_client(endpoint)
     transfer = TransferConfig(multipart_threshold=PART_BYTES, multipart_chunksize=PART_BYTES)
     s3.upload_fileobj(io.BytesIO(MULTIPART_BODY), BUCKET, key, Config=transfer)
     assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == MULTIPART_BODY
@@ -175,7 +163,7 @@ def test_our_writer_refuses_to_overwrite_when_asked(fast: LocalEndpoint, data_ro
 
 
 def test_abort_leaves_no_object_and_no_parts(endpoint: LocalEndpoint, data_root: Path, key: str) -> None:
-    s3 = s3_client(endpoint)
+    s3 = boto3_client(endpoint)
     upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
     s3.upload_part(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=1, Body=os.urandom(PART_BYTES))
     listed = s3.list_multipart_uploads(Bucket=BUCKET, Prefix=key)["Uploads"]
@@ -198,7 +186,7 @@ def test_abort_leaves_no_object_and_no_parts(endpoint: LocalEndpoint, data_root:
 def test_complete_takes_the_listed_parts_in_order_and_checks_them(
     fast: LocalEndpoint, data_root: Path, key: str
 ) -> None:
-    s3 = s3_client(fast)
+    s3 = boto3_client(fast)
     upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
     parts = {number: bytes([number]) * PART_BYTES for number in (1, 2, 3)}
     etags = {
@@ -248,7 +236,7 @@ def test_parts_assemble_exactly_whatever_their_order(
     fast: LocalEndpoint, data_root: Path, key: str, order: list[int]
 ) -> None:
     """Parts are copied into place as they arrive (sized by the first to arrive); Complete fills the rest."""
-    s3 = s3_client(fast)
+    s3 = boto3_client(fast)
     bodies = {1: os.urandom(PART_BYTES), 2: os.urandom(PART_BYTES), 3: os.urandom(777)}
     upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
     complete(s3, key, upload, upload_parts(s3, key, upload, [(number, bodies[number]) for number in order]))
@@ -256,7 +244,7 @@ def test_parts_assemble_exactly_whatever_their_order(
 
 
 def test_a_subset_of_the_parts_assembles_exactly(fast: LocalEndpoint, data_root: Path, key: str) -> None:
-    s3 = s3_client(fast)
+    s3 = boto3_client(fast)
     bodies = {number: os.urandom(PART_BYTES) for number in (1, 2, 3, 4)}
     upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
     etags = upload_parts(s3, key, upload, sorted(bodies.items()))
@@ -268,7 +256,7 @@ def test_a_part_uploaded_again_replaces_the_first_version(
     fast: LocalEndpoint, data_root: Path, key: str
 ) -> None:
     """Again with the same size, and again with another size (which is not placed as it arrives)."""
-    s3 = s3_client(fast)
+    s3 = boto3_client(fast)
     first, same_size, other_size = os.urandom(PART_BYTES), os.urandom(PART_BYTES), os.urandom(PART_BYTES + 9)
     for replacement in (same_size, other_size):
         upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
@@ -287,7 +275,7 @@ def test_a_part_uploaded_again_replaces_the_first_version(
 def test_a_failed_complete_can_be_completed_again(fast: LocalEndpoint, data_root: Path, key: str) -> None:
     """A Complete refused after assembling (If-None-Match: * and the object exists) leaves the upload
     whole: completing it again gives exactly its bytes."""
-    s3 = s3_client(fast)
+    s3 = boto3_client(fast)
     s3.put_object(Bucket=BUCKET, Key=key, Body=b"already here")
     upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
     bodies = {number: os.urandom(PART_BYTES) for number in (1, 2)}
@@ -304,7 +292,7 @@ def test_a_failed_complete_can_be_completed_again(fast: LocalEndpoint, data_root
 
 
 def test_listing_sees_writes_and_deletes_at_once(endpoint: LocalEndpoint, data_root: Path, key: str) -> None:
-    s3 = s3_client(endpoint)
+    s3 = boto3_client(endpoint)
     assert len(listed_keys(s3, "static/")) == len(STATIC_KEYS)  # the bucket's index exists before the writes
     new_keys = [f"static/{key.replace('/', '-')}-{number}" for number in range(3)]
     for new_key in new_keys:
@@ -324,7 +312,7 @@ def test_listing_sees_writes_and_deletes_at_once(endpoint: LocalEndpoint, data_r
 def test_delete_removes_and_a_missing_key_is_no_error(
     endpoint: LocalEndpoint, data_root: Path, key: str
 ) -> None:
-    s3 = s3_client(endpoint)
+    s3 = boto3_client(endpoint)
     s3.put_object(Bucket=OTHER_BUCKET, Key=f"{key}/deep/object", Body=b"x")
     assert (
         s3.delete_object(Bucket=OTHER_BUCKET, Key=f"{key}/deep/object")["ResponseMetadata"]["HTTPStatusCode"]
@@ -345,7 +333,7 @@ def test_delete_removes_and_a_missing_key_is_no_error(
 def test_keys_with_special_characters_are_written_where_reads_find_them(
     fast: LocalEndpoint, data_root: Path, key: str, name: str
 ) -> None:
-    s3 = s3_client(fast)
+    s3 = boto3_client(fast)
     s3.put_object(Bucket=BUCKET, Key=f"{key}/{name}", Body=name.encode())
     assert stored(data_root, f"{key}/{name}") == name.encode()
     assert s3.get_object(Bucket=BUCKET, Key=f"{key}/{name}")["Body"].read() == name.encode()
@@ -372,7 +360,7 @@ def test_an_overwrite_is_served_at_once(fast: LocalEndpoint, key: str) -> None:
 
 def test_copy_object_copies_the_bytes(endpoint: LocalEndpoint, data_root: Path, key: str) -> None:
     """s3torchconnector's DCP writer commits its metadata file with CopyObject and a delete."""
-    s3 = s3_client(endpoint)
+    s3 = boto3_client(endpoint)
     body = os.urandom(70_000)
     s3.put_object(Bucket=BUCKET, Key=f"{key}/source", Body=body)
     answer = s3.copy_object(
@@ -444,7 +432,7 @@ def test_boto3_over_https_sends_aws_chunked_and_it_is_decoded(
     certificates = make_session_certificates(tmp_path)
     monkeypatch.setenv("AWS_CA_BUNDLE", str(certificates.ca_file))
     with LocalEndpoint(data_root, writes=True, tls=certificates.valid.nginx_files) as endpoint:
-        s3 = s3_client(endpoint)
+        s3 = boto3_client(endpoint)
         body = os.urandom(100_000)
         s3.put_object(Bucket=OTHER_BUCKET, Key="over-https", Body=body)
     assert stored(data_root, "over-https", OTHER_BUCKET) == body
@@ -474,7 +462,7 @@ def test_unsupported_writes_are_refused_and_nothing_stored(
 
 
 def test_uploads_in_progress_are_hidden(fast: LocalEndpoint) -> None:
-    s3 = s3_client(fast)
+    s3 = boto3_client(fast)
     upload = s3.create_multipart_upload(Bucket=BUCKET, Key="hidden")["UploadId"]
     try:
         assert call(fast, "GET", f"/.uploads/{upload}/upload.json")[0] == 404
