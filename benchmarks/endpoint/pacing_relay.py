@@ -63,51 +63,63 @@ class TokenBucket:
 def relay(source: socket.socket, target: socket.socket, bucket: Optional[TokenBucket]) -> None:
     """Move bytes from ``source`` to ``target`` until ``source`` ends (then half-close ``target``) or either
     fails (then shut both down, which also wakes the thread relaying the other way)."""
-    if not hasattr(os, "splice"):  # Python < 3.10
-        _relay_through_memory(source, target, bucket)
-        return
-    read_end, write_end = os.pipe()
+    # Python < 3.10 has no os.splice: the same, with a copy through a buffer.
+    channel = _PipeChannel(source, target) if hasattr(os, "splice") else _BufferChannel(source, target)
     try:
-        with contextlib.suppress(OSError):  # a smaller pipe only means more calls
-            fcntl.fcntl(write_end, _F_SETPIPE_SZ, _PIPE_BYTES)
         while True:
-            count = os.splice(source.fileno(), write_end, STEP_BYTES, flags=_SPLICE_MOVE)
+            count = channel.receive()
             if count == 0:
                 with contextlib.suppress(OSError):
                     target.shutdown(socket.SHUT_WR)
                 return
             if bucket is not None:
                 bucket.take(count)
-            while count:
-                count -= os.splice(read_end, target.fileno(), count, flags=_SPLICE_MOVE)
+            channel.send(count)
     except OSError:
         for side in (source, target):
             with contextlib.suppress(OSError):
                 side.shutdown(socket.SHUT_RDWR)
     finally:
-        os.close(read_end)
-        os.close(write_end)
+        channel.close()
 
 
-def _relay_through_memory(
-    source: socket.socket, target: socket.socket, bucket: Optional[TokenBucket]
-) -> None:
-    """:func:`relay` without ``splice``: the same, with a copy through a buffer."""
-    buffer = memoryview(bytearray(STEP_BYTES))
-    try:
-        while True:
-            count = source.recv_into(buffer)
-            if count == 0:
-                with contextlib.suppress(OSError):
-                    target.shutdown(socket.SHUT_WR)
-                return
-            if bucket is not None:
-                bucket.take(count)
-            target.sendall(buffer[:count])
-    except OSError:
-        for side in (source, target):
-            with contextlib.suppress(OSError):
-                side.shutdown(socket.SHUT_RDWR)
+class _PipeChannel:
+    """Up to STEP_BYTES from ``source`` into a pipe, then from the pipe to ``target``: never copied into
+    Python."""
+
+    def __init__(self, source: socket.socket, target: socket.socket) -> None:
+        self._source, self._target = source.fileno(), target.fileno()
+        self._read_end, self._write_end = os.pipe()
+        with contextlib.suppress(OSError):  # a smaller pipe only means more calls
+            fcntl.fcntl(self._write_end, _F_SETPIPE_SZ, _PIPE_BYTES)
+
+    def receive(self) -> int:
+        return os.splice(self._source, self._write_end, STEP_BYTES, flags=_SPLICE_MOVE)
+
+    def send(self, count: int) -> None:
+        while count:
+            count -= os.splice(self._read_end, self._target, count, flags=_SPLICE_MOVE)
+
+    def close(self) -> None:
+        os.close(self._read_end)
+        os.close(self._write_end)
+
+
+class _BufferChannel:
+    """Up to STEP_BYTES from ``source`` into a buffer, then to ``target``."""
+
+    def __init__(self, source: socket.socket, target: socket.socket) -> None:
+        self._source, self._target = source, target
+        self._buffer = memoryview(bytearray(STEP_BYTES))
+
+    def receive(self) -> int:
+        return self._source.recv_into(self._buffer)
+
+    def send(self, count: int) -> None:
+        self._target.sendall(self._buffer[:count])
+
+    def close(self) -> None:
+        pass
 
 
 class PacingRelay:
