@@ -6,10 +6,11 @@ the child makes its own on first use. DataLoader workers therefore work under fo
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Iterator
-from typing import NamedTuple, Optional, Union
+from typing import Callable, NamedTuple, Optional, Union
 
 from . import _core
 from .config import S3Config, event_loop_threads, undefined_profile
@@ -105,24 +106,15 @@ class _ListPage:
     """One ListObjectsV2 page, fetched by :meth:`run` (on the caller's thread or another) and handed over by
     :meth:`result`, which raises the request's failure on the consumer's thread."""
 
-    def __init__(
-        self,
-        client: S3Client,
-        native: _core.S3Client,
-        location: S3Url,
-        delimiter: str,
-        token: str,
-        page_size: Optional[int],
-    ) -> None:
-        self._request = (native, location, delimiter, token, page_size)
-        self._client = client
+    def __init__(self, fetch: Callable[[], tuple[list, Optional[str]]]) -> None:
+        self._fetch = fetch
         self._done = threading.Event()
         self._value: Optional[tuple[list, Optional[str]]] = None
         self._error: Optional[BaseException] = None
 
     def run(self) -> None:
         try:
-            self._value = self._client._list_page(*self._request)
+            self._value = self._fetch()
         except BaseException as error:  # handed to the consumer by result()
             self._error = error
         finally:
@@ -182,12 +174,17 @@ class S3Client:
         objects are yielded: a consumer slower than a round trip then never waits for a page but the first.
         A failed page raises when it is reached, after every object before it, as without read-ahead."""
         native = self._native_for(location, "ListObjectsV2")
-        page = _ListPage(self, native, location, delimiter, "", page_size)
+
+        def page_from(token: str) -> _ListPage:
+            fetch = functools.partial(self._list_page, native, location, delimiter, token, page_size)
+            return _ListPage(fetch)
+
+        page = page_from("")
         page.run()
         while True:
             objects, next_token = page.result()
             if next_token is not None:
-                following = _ListPage(self, native, location, delimiter, next_token, page_size)
+                following = page_from(next_token)
                 if read_ahead:
                     # Not a daemon: at exit the interpreter waits for this one request (at most
                     # request_timeout_ms) rather than ending the thread inside native code, whose forced
