@@ -86,16 +86,17 @@ def load(url: str, *, config: Optional[S3Config] = None, **keywords: Any) -> Any
 def torch_load(stream: Any, **torch_keywords: Any) -> Any:
     """``torch.load(stream, ...)``, raising a failed read's S3Error as itself.
 
-    torch's zip reader (C++) calls back into Python with a failed read's exception still set, which CPython
-    reports as another exception caused by it: mostly ``SystemError: ... returned a result with an exception
-    set``, once seen as an AttributeError. This raises the read's own, typed, error instead.
+    torch's zip reader (C++) calls back into Python with a failed read's exception still set. CPython then
+    reports another exception: mostly ``SystemError: ... returned a result with an exception set``, or, when
+    an attribute lookup misses the type cache meanwhile, an ``AttributeError`` that has lost the read's error
+    entirely. The stream remembers its failed read (``failure``), so this raises that typed error instead.
     """
     try:
         return torch.load(stream, **torch_keywords)
     except S3Error:
         raise
     except Exception as error:
-        failed_read = error.__cause__ or error.__context__
+        failed_read = getattr(stream, "failure", None) or error.__cause__ or error.__context__
         if isinstance(failed_read, S3Error):
             raise failed_read from None
         raise

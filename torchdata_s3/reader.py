@@ -26,8 +26,9 @@ asks for just the object's tail (``Range: bytes=-n``), which is what zip and Par
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
 from . import _core
 from .errors import S3Error
@@ -98,6 +99,23 @@ class _Source:
         return 0 <= offset < self.stream.tell() and offset >= self.stream.held_start
 
 
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def _remembers_failure(method: Method) -> Method:
+    """Wraps a read of :class:`ObjectReader` so that an S3Error it raises is also kept as ``failure``."""
+
+    @functools.wraps(method)
+    def read(self: ObjectReader, *arguments: Any) -> Any:
+        try:
+            return method(self, *arguments)
+        except S3Error as error:
+            self._failure = error
+            raise
+
+    return cast(Method, read)
+
+
 class ObjectReader(io.RawIOBase):
     """The raw, seekable reader of one S3 object (see the module docstring for the policy).
 
@@ -136,6 +154,7 @@ class ObjectReader(io.RawIOBase):
         self._kept: list[_Source] = []  # earlier GETs of an object held whole, for the bytes they hold
         self._next_range = RANDOM_READ_BYTES  # the next ranged GET's length when reads go on in order
         self._fetched_before = 0  # bytes received by GETs already closed
+        self._failure: Optional[S3Error] = None
         if stream is not None:
             self._adopt(_Source(stream, 0, end=None, widened=False))
 
@@ -164,6 +183,15 @@ class ObjectReader(io.RawIOBase):
         return self._etag
 
     @property
+    def failure(self) -> Optional[S3Error]:
+        """The S3Error the last failed read raised, or None.
+
+        A C or C++ caller (torch's zip reader) may swallow it or call back in with it still set, which CPython
+        then reports as an unrelated error; the caller's wrapper can raise this one instead.
+        """
+        return self._failure
+
+    @property
     def bytes_fetched(self) -> int:
         """Bytes received from S3 for this stream so far, over all its GETs."""
         return self._fetched_before + sum(source.stream.received_bytes for source in self._sources())
@@ -185,6 +213,7 @@ class ObjectReader(io.RawIOBase):
         self._pos = seek_target(offset, whence, self._pos, lambda: self._known_size(tail_hint=-offset))
         return self._pos
 
+    @_remembers_failure
     def readinto(self, buffer: Any) -> int:
         self._check_open()
         view = memoryview(buffer).cast("B")
@@ -205,6 +234,7 @@ class ObjectReader(io.RawIOBase):
             self._pos += got
             return got
 
+    @_remembers_failure
     def readall(self) -> bytes:
         self._check_open()
         parts: list[bytes] = []
@@ -228,6 +258,7 @@ class ObjectReader(io.RawIOBase):
             return parts[0]
         return b"".join(parts)
 
+    @_remembers_failure
     def read_chunk(self) -> Optional[Union[_core.Buffer, bytes]]:
         """The next block of the object without copying it (a buffer-protocol object), or None at the end."""
         self._check_open()
@@ -489,6 +520,11 @@ class S3ObjectStream(io.BufferedReader):
     @property
     def etag(self) -> str:
         return self.raw.etag
+
+    @property
+    def failure(self) -> Optional[S3Error]:
+        """The S3Error the last failed read raised, or None (see :attr:`ObjectReader.failure`)."""
+        return self.raw.failure
 
     @property
     def bytes_fetched(self) -> int:
