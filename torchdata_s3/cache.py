@@ -39,8 +39,10 @@ import warnings
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import _core
+from .cache_entry import CacheEntry
+from .cache_entry_writer import EntryWriter
 from .cache_locks import WriterLock
-from .cache_store import CacheEntry, CacheStats, CacheStore, EntryWriter, quoted_etag, same_etag
+from .cache_store import CacheStats, CacheStore, quoted_etag, same_etag
 from .cache_streams import CachedObjectReader, WriteThroughReader
 from .errors import S3Error, S3FileNotFoundError
 from .reader import ObjectReader, S3ObjectStream

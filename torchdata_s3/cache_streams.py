@@ -9,7 +9,8 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from . import _core
-from .cache_store import CacheEntry, CorruptEntry, EntryWriter
+from .cache_entry import CacheEntry, CorruptEntry
+from .cache_entry_writer import EntryWriter
 from .reader import ObjectReader, seek_target
 from .url import S3Url
 
