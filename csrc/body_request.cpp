@@ -1,6 +1,5 @@
 #include "body_request.h"
 
-#include <aws/common/uri.h>
 #include <aws/http/request_response.h>
 #include <aws/s3/s3_client.h>
 #include <strings.h>
@@ -10,6 +9,7 @@
 
 #include "meta_request.h"
 #include "request_failure.h"
+#include "request_message.h"
 
 namespace torchdata_s3 {
 namespace {
@@ -77,28 +77,17 @@ BodyResponse perform_body_request(S3Client& client, const BodyRequest& request) 
     state->bucket = request.bucket;
     state->key = request.key;
 
-    aws_uri endpoint;
-    client.endpoint_for(request.bucket, &endpoint);
-    aws_http_message* message = client.new_message(request.method, request.bucket, request.encoded_suffix);
+    RequestMessage message(client, request.method, request.bucket, request.encoded_suffix);
 
     aws_s3_meta_request_options options = {};
     options.type = AWS_S3_META_REQUEST_TYPE_DEFAULT;
     options.operation_name = aws_byte_cursor_from_c_str(request.operation.c_str());
-    options.message = message;
-    options.endpoint = &endpoint;
+    message.describe(options);
     options.headers_callback = &BodyRequestState::on_headers;
     options.body_callback = &BodyRequestState::on_body;
     options.finish_callback = &BodyRequestState::on_finish;
     MetaRequest meta;
-    try {
-        meta.start(client, options, state);
-    } catch (...) {
-        aws_http_message_release(message);
-        aws_uri_clean_up(&endpoint);
-        throw;
-    }
-    aws_http_message_release(message);
-    aws_uri_clean_up(&endpoint);
+    meta.start(client, options, state);
 
     std::unique_lock<std::mutex> lock(state->mutex);
     // Cancelling after a timeout is asynchronous and may itself be held up (e.g. by a credentials provider that

@@ -1,6 +1,5 @@
 #include "object_stream.h"
 
-#include <aws/common/uri.h>
 #include <aws/http/request_response.h>
 #include <aws/s3/s3_buffer_pool.h>
 #include <aws/s3/s3_client.h>
@@ -14,11 +13,10 @@
 #include <mutex>
 
 #include "decimal.h"
+#include "request_message.h"
 
 namespace torchdata_s3 {
 namespace {
-
-aws_byte_cursor cursor_of(const std::string& s) { return aws_byte_cursor_from_array(s.data(), s.size()); }
 
 std::string header_value(const aws_http_headers* headers, const char* name) {
     aws_byte_cursor value;
@@ -216,43 +214,27 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     S3Client& s3 = *stream->client_;
     const GetObjectRequest& req = stream->request_;
 
-    aws_uri endpoint;
-    s3.endpoint_for(req.bucket, &endpoint);
-    aws_http_message* message = s3.new_message("GET", req.bucket, "/" + S3Client::encode_path(req.key));
-    const auto add_header = [message](const char* name, const std::string& value) {
-        aws_http_header header = {};
-        header.name = aws_byte_cursor_from_c_str(name);
-        header.value = cursor_of(value);
-        aws_http_message_add_header(message, header);
-    };
+    RequestMessage message(s3, "GET", req.bucket, "/" + S3Client::encode_path(req.key));
     if (req.suffix_bytes != 0) {
-        add_header("Range", "bytes=-" + std::to_string(req.suffix_bytes));
+        message.add_header("Range", "bytes=-" + std::to_string(req.suffix_bytes));
     } else if (req.has_range) {
-        add_header("Range", "bytes=" + std::to_string(req.range_start) + "-" + std::to_string(req.range_end_inclusive));
+        message.add_header("Range",
+                           "bytes=" + std::to_string(req.range_start) + "-" + std::to_string(req.range_end_inclusive));
     }
     // The CRT adds If-Match to the parts after the first itself; a re-fetch of an object already seen asks
     // for the same version from its first request on.
-    if (!req.if_match.empty()) add_header("If-Match", req.if_match);
-    if (!req.if_none_match.empty()) add_header("If-None-Match", req.if_none_match);
+    if (!req.if_match.empty()) message.add_header("If-Match", req.if_match);
+    if (!req.if_none_match.empty()) message.add_header("If-None-Match", req.if_none_match);
 
     aws_s3_meta_request_options options = {};
     options.type = AWS_S3_META_REQUEST_TYPE_GET_OBJECT;
-    options.message = message;
-    options.endpoint = &endpoint;
+    message.describe(options);
     options.part_size = req.part_size_bytes;
     options.headers_callback = on_headers;
     options.body_callback_ex = on_body;
     options.finish_callback = on_finish;
     options.telemetry_callback = on_telemetry;
-    try {
-        stream->meta_.start(s3, options, stream->shared_);
-    } catch (...) {
-        aws_http_message_release(message);
-        aws_uri_clean_up(&endpoint);
-        throw;
-    }
-    aws_http_message_release(message);
-    aws_uri_clean_up(&endpoint);
+    stream->meta_.start(s3, options, stream->shared_);
     // The client opens every stream with a window of one part; widen this one to its own budget.
     stream->window_bytes_ = s3.options().part_size_bytes;
     stream->widen_window(req.window_bytes != 0 ? req.window_bytes : s3.options().read_window_bytes);

@@ -1,6 +1,5 @@
 #include "object_upload.h"
 
-#include <aws/common/uri.h>
 #include <aws/http/request_response.h>
 #include <aws/io/stream.h>
 #include <aws/s3/s3_client.h>
@@ -8,6 +7,8 @@
 #include <algorithm>
 #include <mutex>
 #include <stdexcept>
+
+#include "request_message.h"
 
 namespace torchdata_s3 {
 namespace {
@@ -127,22 +128,13 @@ std::shared_ptr<ObjectUpload> ObjectUpload::start(std::shared_ptr<S3Client> clie
     const PutObjectRequest& req = upload->request_;
     Shared& shared = *upload->shared_;
 
-    aws_uri endpoint;
-    s3.endpoint_for(req.bucket, &endpoint);
-    aws_http_message* message = s3.new_message("PUT", req.bucket, "/" + S3Client::encode_path(req.key));
-    const auto add_header = [message](const char* name, const std::string& value) {
-        aws_http_header header = {};
-        header.name = aws_byte_cursor_from_c_str(name);
-        header.value = cursor_of(value);
-        aws_http_message_add_header(message, header);
-    };
+    RequestMessage message(s3, "PUT", req.bucket, "/" + S3Client::encode_path(req.key));
     // The CRT repeats If-None-Match on CompleteMultipartUpload, where S3 decides a multipart upload's fate.
-    if (req.if_none_match) add_header("If-None-Match", "*");
+    if (req.if_none_match) message.add_header("If-None-Match", "*");
 
     aws_s3_meta_request_options options = {};
     options.type = AWS_S3_META_REQUEST_TYPE_PUT_OBJECT;
-    options.message = message;
-    options.endpoint = &endpoint;
+    message.describe(options);
     options.headers_callback = on_headers;
     options.progress_callback = on_progress;
     options.finish_callback = on_finish;
@@ -153,22 +145,14 @@ std::shared_ptr<ObjectUpload> ObjectUpload::start(std::shared_ptr<S3Client> clie
         shared.body = std::move(upload->request_.body);
         const aws_byte_cursor body = cursor_of(shared.body);
         shared.body_stream = aws_input_stream_new_from_cursor(s3.allocator(), &body);
-        add_header("Content-Length", std::to_string(shared.body.size()));
-        aws_http_message_set_body_stream(message, shared.body_stream);
+        if (shared.body_stream == nullptr) throw std::bad_alloc();
+        message.add_header("Content-Length", std::to_string(shared.body.size()));
+        aws_http_message_set_body_stream(message.native(), shared.body_stream);
     } else {
         options.send_using_async_writes = true;
         shared.create_in_flight = true;  // the CRT sends it at once
     }
-    try {
-        if (req.whole_body && shared.body_stream == nullptr) throw std::bad_alloc();
-        upload->meta_.start(s3, options, upload->shared_);
-    } catch (...) {
-        aws_http_message_release(message);
-        aws_uri_clean_up(&endpoint);
-        throw;
-    }
-    aws_http_message_release(message);
-    aws_uri_clean_up(&endpoint);
+    upload->meta_.start(s3, options, upload->shared_);
     return upload;
 }
 
