@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Callable, NamedTuple, Optional, Union
 
@@ -21,7 +22,12 @@ from .writer import ObjectUploader, S3ObjectWriter
 
 __all__ = ["ObjectInfo", "ObjectSummary", "S3Client"]
 
-_native_clients: dict[S3Config, _core.S3Client] = {}
+# Native clients kept for reuse, most recently used last. A process usually needs one or two; one made past
+# this many drops the least recently used from here (streams and calls still using it keep it alive until they
+# end). Without a bound, a process that tries many endpoints (a test suite, a notebook) kept every client's
+# connections and event-loop threads until it exited: 4 event loops and 5 threads each.
+KEPT_NATIVE_CLIENTS = 8
+_native_clients: OrderedDict[tuple, _core.S3Client] = OrderedDict()
 _native_clients_pid = os.getpid()
 _native_clients_lock = threading.Lock()
 
@@ -36,6 +42,13 @@ def _forget_native_clients() -> None:
 os.register_at_fork(after_in_child=_forget_native_clients)
 
 
+@functools.lru_cache(maxsize=64)
+def _native_key(config: S3Config) -> tuple:
+    """What the native client of `config` is made from: configurations that differ only in what Python
+    decides (cache, retention, loader options) share one client. Memoized: asked for on every request."""
+    return tuple(config.native_options().items())
+
+
 class CredentialsSetupError(Exception):
     """The native client cannot be made because its credentials cannot be set up (no request was sent)."""
 
@@ -46,34 +59,43 @@ class CredentialsSetupError(Exception):
 
 
 def native_client(config: S3Config) -> _core.S3Client:
-    """The process-wide native client for `config`: one connection pool per configuration and process.
+    """The process-wide native client for `config`: one connection pool per native configuration and process
+    (see :data:`KEPT_NATIVE_CLIENTS`).
 
     Raises:
         CredentialsSetupError: the profile named by the config is not defined, or the CRT could not build
             the credentials provider.
     """
+    key = _native_key(config)
+    evicted = None
     with _native_clients_lock:
         if _native_clients_pid != os.getpid():  # forked without the at-fork hook (e.g. os.fork in C code)
             _forget_native_clients()
-        client = _native_clients.get(config)
-        if client is None:
-            options = config.native_options()
-            named_profile = config.profile if options["credentials"] == "profile" else None
-            if named_profile:
-                problem = undefined_profile(named_profile)
-                if problem:
-                    raise CredentialsSetupError(problem, "")
-            try:
-                client = _core.S3Client(**options, event_loop_threads=event_loop_threads())
-            except RuntimeError as error:
-                if "credentials provider" not in str(error):
-                    raise
-                source = f" from the AWS profile {named_profile!r}" if named_profile else ""
-                raise CredentialsSetupError(
-                    f"no credentials could be set up{source} ({error})", CREDENTIALS_HOW_TO
-                ) from None
-            _native_clients[config] = client
-        return client
+        client = _native_clients.get(key)
+        if client is not None:
+            _native_clients.move_to_end(key)
+            return client
+        options = dict(key)
+        named_profile = config.profile if options["credentials"] == "profile" else None
+        if named_profile:
+            problem = undefined_profile(named_profile)
+            if problem:
+                raise CredentialsSetupError(problem, "")
+        try:
+            client = _core.S3Client(**options, event_loop_threads=event_loop_threads())
+        except RuntimeError as error:
+            if "credentials provider" not in str(error):
+                raise
+            source = f" from the AWS profile {named_profile!r}" if named_profile else ""
+            raise CredentialsSetupError(
+                f"no credentials could be set up{source} ({error})", CREDENTIALS_HOW_TO
+            ) from None
+        _native_clients[key] = client
+        if len(_native_clients) > KEPT_NATIVE_CLIENTS:
+            _key, evicted = _native_clients.popitem(last=False)
+    # A client nothing else holds shuts down here, waiting for its connections to close: outside the lock.
+    del evicted
+    return client
 
 
 class ObjectSummary(tuple):

@@ -121,6 +121,45 @@ def test_many_clients_created_and_destroyed_leak_no_threads_descriptors_or_memor
     assert warm["threads"] - usage["before"]["threads"] <= os.cpu_count() * 2 + 4, usage
 
 
+MANY_CONFIGURATIONS_PROBE = """
+    import gc, json, os
+    from torchdata_s3 import S3Config
+    from torchdata_s3.client import KEPT_NATIVE_CLIENTS, native_client
+
+    def usage():
+        return {"threads": len(os.listdir("/proc/self/task")), "fds": len(os.listdir("/proc/self/fd"))}
+
+    def config(port, **options):
+        # Nothing listens there: making a client connects nowhere.
+        endpoint = f"http://127.0.0.1:{port}"
+        return S3Config(endpoint_url=endpoint, anonymous=True, region="us-east-1", **options)
+
+    first = native_client(config(1))
+    shared = native_client(config(1, cache_dir="/nonexistent", retain_bytes=0)) is first
+    for port in range(2, KEPT_NATIVE_CLIENTS + 1):
+        native_client(config(port))
+    del first
+    full = usage()
+    for port in range(KEPT_NATIVE_CLIENTS + 1, 4 * KEPT_NATIVE_CLIENTS + 1):
+        native_client(config(port))
+        gc.collect()
+    print(json.dumps({"shared": shared, "full": full, "after": usage()}))
+"""
+
+
+def test_a_process_trying_many_endpoints_keeps_a_bounded_number_of_clients() -> None:
+    """Native clients are kept per native configuration, at most KEPT_NATIVE_CLIENTS of them: a process that
+    tries many endpoints does not keep every client's event loops and threads until it exits."""
+    result, _elapsed = run_python(MANY_CONFIGURATIONS_PROBE)
+    assert result.returncode == 0, (result.returncode, result.stderr[-3000:])
+    usage = json.loads(result.stdout)
+    assert usage["shared"], "configurations that differ only in Python's options must share one client"
+    full, after = usage["full"], usage["after"]
+    # Three times as many clients made since the cache was full: one dropped for each made.
+    assert after["threads"] <= full["threads"] + 2, usage
+    assert after["fds"] <= full["fds"] + 2, usage
+
+
 ABANDONED_WORK = {
     # Several large objects downloading (GIL-free, on CRT threads) when the interpreter finalises.
     "loader_with_large_objects_in_flight": """
