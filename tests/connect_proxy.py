@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import select
+import selectors
 import socket
 import threading
 from collections.abc import Iterator
@@ -154,15 +154,18 @@ def _relay(a: socket.socket, b: socket.socket, stopping: threading.Event) -> Non
     for side in (a, b):
         side.settimeout(None)
     peers = {a: b, b: a}
-    while not stopping.is_set():
-        readable, _, _ = select.select([a, b], [], [], _IDLE_LIMIT_S)
-        if not readable:
-            return
-        for source in readable:
-            data = source.recv(256 * 1024)
-            if not data:
+    with selectors.DefaultSelector() as selector:  # select.select() fails on descriptors past 1024
+        for side in (a, b):
+            selector.register(side, selectors.EVENT_READ)
+        while not stopping.is_set():
+            ready = selector.select(_IDLE_LIMIT_S)
+            if not ready:
                 return
-            peers[source].sendall(data)
+            for key, _events in ready:
+                data = key.fileobj.recv(256 * 1024)  # type: ignore[union-attr]
+                if not data:
+                    return
+                peers[key.fileobj].sendall(data)  # type: ignore[index]
 
 
 @contextmanager

@@ -16,7 +16,7 @@ import dataclasses
 import enum
 import http.client
 import random
-import select
+import selectors
 import socket
 import ssl
 import threading
@@ -429,16 +429,19 @@ class FaultProxy:
     def _stay_silent(self, connection: socket.socket) -> None:
         """Sends nothing until stall_s passes, the client closes the connection, or the proxy stops."""
         deadline = time.monotonic() + self.stall_s
-        while time.monotonic() < deadline and not self._stopping.is_set():
-            readable, _, _ = select.select([connection], [], [], 0.1)
-            if readable:
-                try:
-                    if not connection.recv(65536):  # whatever else it sends meanwhile is discarded
-                        return  # the client gave up and closed
-                except ssl.SSLWantReadError:
-                    continue  # TLS bytes that made no application data yet
-                except OSError:
-                    return
+        # A selector, not select.select(): a process with many descriptors open gives sockets numbers past
+        # select()'s limit of 1024.
+        with selectors.DefaultSelector() as selector:
+            selector.register(connection, selectors.EVENT_READ)
+            while time.monotonic() < deadline and not self._stopping.is_set():
+                if selector.select(0.1):
+                    try:
+                        if not connection.recv(65536):  # whatever else it sends meanwhile is discarded
+                            return  # the client gave up and closed
+                    except ssl.SSLWantReadError:
+                        continue  # TLS bytes that made no application data yet
+                    except OSError:
+                        return
 
 
 def _response_head(status: int, reason: str, headers: list[tuple[str, str]], length: int) -> bytes:

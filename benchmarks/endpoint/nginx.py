@@ -19,7 +19,7 @@ import grp
 import http.client
 import os
 import pwd
-import select
+import selectors
 import shutil
 import signal
 import socket
@@ -329,8 +329,12 @@ def _current_user_if_root() -> Optional[tuple[str, str]]:
 def _read_line_before(stream: IO[bytes], deadline: float) -> str:
     """One line from ``stream``, or "" if none arrives (or the writer exits) before ``deadline``."""
     remaining = deadline - time.monotonic()
-    if remaining <= 0 or not select.select([stream], [], [], remaining)[0]:
+    if remaining <= 0:
         return ""
+    with selectors.DefaultSelector() as selector:  # select.select() fails on descriptors past 1024
+        selector.register(stream, selectors.EVENT_READ)
+        if not selector.select(remaining):
+            return ""
     return stream.readline().decode(errors="replace").strip()
 
 
