@@ -5,7 +5,8 @@
 # Usage: scripts/test.sh [pytest arguments]   (with arguments: only those tests, no fuzzing, sanitizers or
 #        aws-lc build)
 # Environment: FUZZ_SECONDS per fuzz target [30]; SANITIZE=0 skips the sanitizer build and its tests;
-#              AWS_LC=0 skips the aws-lc build and its tests.
+#              AWS_LC=0 skips the aws-lc build and its tests; TEST_PROCESSES: pytest-xdist workers for the
+#              full run and the sanitizer run [2] (each starts its own test servers; 0: no xdist).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-dev.sh test,lint
@@ -23,7 +24,10 @@ if (($# == 0)); then
 fi
 # Run from a folder without the source tree on sys.path, so the installed package (with its compiled
 # extension) is what gets imported; tests/ is found through --rootdir.
-python -m pytest --rootdir="$PWD" -c "$PWD/pyproject.toml" "$PWD/tests" "$@"
+# Two processes, each given whole files (module-scoped servers start once per file). pytest-benchmark is
+# not used by tests/ and would refuse xdist with a warning, which the warning filter makes an error.
+python -m pytest --rootdir="$PWD" -c "$PWD/pyproject.toml" -p no:benchmark \
+    -n "${TEST_PROCESSES:-2}" --dist loadfile "$PWD/tests" "$@"
 if ((checks_status != 0)); then
     echo "test.sh: fuzzing, the sanitizer run or the aws-lc run failed (exit $checks_status); see above" >&2
     exit "$checks_status"
