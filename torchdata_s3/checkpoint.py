@@ -3,7 +3,8 @@
 ``save`` hands ``torch.save`` an :class:`S3ObjectWriter`: the serialized bytes go to S3 as they are produced
 (parts uploaded in parallel, a bounded amount buffered), and the object appears only when the whole
 checkpoint has been written; a failure while saving aborts the upload and leaves no object. ``load`` hands
-``torch.load`` the seekable :class:`S3ObjectStream`, which fetches what torch reads as it reads it.
+``torch.load`` the seekable :class:`S3ObjectStream`, which fetches what torch reads as it reads it, up to
+``load_window_bytes`` ahead (torch reads every byte).
 
 Keywords are told apart by name: :class:`S3Config` fields (``endpoint_url=``, ``region=``, ...) and the
 writer's ``overwrite=`` and ``checksum=`` configure S3; every other keyword (``pickle_protocol=``,
@@ -18,9 +19,11 @@ from typing import Any, Optional
 
 import torch
 
+from .client import S3Client
 from .config import S3Config
 from .errors import S3Error
 from .opener import open as open_object
+from .options import config_from_arguments
 
 __all__ = ["load", "save"]
 
@@ -79,7 +82,8 @@ def load(url: str, *, config: Optional[S3Config] = None, **keywords: Any) -> Any
         ``weights_only=True`` meets a type it does not allow).
     """
     s3, torch_keywords = split_keywords(keywords, S3_OPTION_NAMES)
-    with open_object(url, "rb", config=config, **s3) as stream:
+    client = S3Client(config_from_arguments(config, **s3))
+    with client.open(url, "rb", window_bytes=client.config.load_window_bytes) as stream:
         return torch_load(stream, **torch_keywords)
 
 

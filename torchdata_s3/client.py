@@ -252,7 +252,13 @@ class S3Client:
         return objects, next_token
 
     def open(
-        self, url: str, mode: str = "rb", *, overwrite: bool = True, checksum: Optional[str] = None
+        self,
+        url: str,
+        mode: str = "rb",
+        *,
+        overwrite: bool = True,
+        checksum: Optional[str] = None,
+        window_bytes: Optional[int] = None,
     ) -> Union[S3ObjectStream, S3ObjectWriter]:
         """Opens one object as a binary file object: ``"rb"`` to read it, ``"wb"`` to write it.
 
@@ -271,6 +277,7 @@ class S3Client:
                 closing then raises S3ObjectExistsError if the object exists.
             checksum: (``"wb"``) ``"crc32c"`` or ``"crc64nvme"``: the CRT computes it while sending and S3
                 verifies it [None: no checksum beyond TCP's and TLS's].
+            window_bytes: (``"rb"``) how far reading may run ahead [None: ``config.read_window_bytes``].
 
         Raises:
             InvalidS3UrlError: a malformed URL. IsADirectoryError: the URL names a prefix. ValueError: another
@@ -285,10 +292,12 @@ class S3Client:
                 f"{url!r} names a prefix, not an object; list it or drop the trailing '/'"
             )
         if mode == "wb":
+            if window_bytes is not None:
+                raise ValueError(f"window_bytes= applies to readers (mode 'rb'), not to writing {url!r}")
             return S3ObjectWriter(ObjectUploader(self, location, overwrite=overwrite, checksum=checksum))
         if checksum is not None or not overwrite:
             raise ValueError(f"overwrite= and checksum= apply to writers (mode 'wb'), not to reading {url!r}")
-        return S3ObjectStream(ObjectReader(self, location))
+        return S3ObjectStream(ObjectReader(self, location, window_bytes=window_bytes))
 
     def head(self, url: str) -> ObjectInfo:
         """Size and ETag of one object (HeadObject).

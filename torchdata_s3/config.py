@@ -60,6 +60,10 @@ class S3Config:
             buffers also hold bytes handed to readers without copying, up to half of what the CRT does not
             reserve for itself ((cap - 128 MiB) / 2); beyond that, arriving parts are copied out.
         read_window_bytes: bytes one open object may buffer ahead of the reader [64 MiB].
+        load_window_bytes: the read window of :func:`torchdata_s3.load`, which reads every byte of the
+            checkpoint, so that it keeps more parts in flight than a stream that may stop anywhere [256 MiB:
+            on an endpoint 30 ms away, a 1 GiB load took 1.8-1.9 s instead of 2.4-2.6 s with 64 MiB, for
+            ~150 MiB more peak memory].
         retain_bytes: what a stream keeps of the bytes already read, so that seeking back is served from
             memory [64 MiB]: an object up to this size is kept whole (one GET, however the reader seeks);
             a larger one keeps the last part (``part_size_bytes``) read, and positions outside that are
@@ -99,6 +103,7 @@ class S3Config:
     max_connections: Optional[int] = None
     memory_limit_bytes: Optional[int] = None
     read_window_bytes: int = 64 * MiB
+    load_window_bytes: int = 256 * MiB
     retain_bytes: int = 64 * MiB
     request_timeout_ms: int = 10_000
     connect_timeout_ms: int = 3_000
@@ -127,6 +132,7 @@ class S3Config:
         for name, low in (
             ("part_size_bytes", 64 * 1024),
             ("read_window_bytes", 1),
+            ("load_window_bytes", 1),
             ("retain_bytes", 0),
             ("multipart_threshold_bytes", 0),
             ("write_window_bytes", 1),

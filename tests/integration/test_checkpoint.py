@@ -141,3 +141,33 @@ def test_a_read_failing_while_torch_reads_a_tensor_raises_the_typed_error(
             torchdata_s3.load(url, endpoint_url=proxy.endpoint_url, part_size_bytes=PART, max_retries=0)
     assert url in str(failed.value)
     assert proxy.injected[Fault.DROP] >= 1
+
+
+def test_load_reads_with_its_own_window_and_open_takes_one(
+    bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """load() reads every byte, so it reads ahead by load_window_bytes, not by a stream's read_window_bytes;
+    S3Client.open takes the window for a reader and refuses it for a writer."""
+    url = f"s3://{bucket}/windowed.pt"
+    state = {"weights": torch.arange(3 * PART // 4, dtype=torch.float32)}  # 3 parts
+    torchdata_s3.save(state, url)
+    client = torchdata_s3.S3Client()
+    with client.open(url, window_bytes=3 * PART) as stream:
+        assert stream.raw.window_bytes == 3 * PART
+    with client.open(url) as stream:
+        assert stream.raw.window_bytes == client.config.read_window_bytes
+    with pytest.raises(ValueError, match="window_bytes"):
+        client.open(f"s3://{bucket}/other.pt", "wb", window_bytes=PART)
+
+    windows = []
+    real_open = torchdata_s3.S3Client.open
+
+    def recording_open(self, *arguments, **keywords):  # type: ignore[no-untyped-def]
+        stream = real_open(self, *arguments, **keywords)
+        windows.append(stream.raw.window_bytes)
+        return stream
+
+    monkeypatch.setattr(torchdata_s3.S3Client, "open", recording_open)
+    assert_same(torchdata_s3.load(url, load_window_bytes=2 * PART), state)
+    assert_same(torchdata_s3.load(url), state)
+    assert windows == [2 * PART, torchdata_s3.S3Config().load_window_bytes]
