@@ -103,17 +103,18 @@ Method = TypeVar("Method", bound=Callable[..., Any])
 
 
 def _remembers_failure(method: Method) -> Method:
-    """Wraps a read of :class:`ObjectReader` so that an S3Error it raises is also kept as ``failure``."""
+    """Wraps a method of :class:`ObjectReader` that may send a request (a read, a seek from the end) so that
+    an S3Error it raises is also kept as ``failure``."""
 
     @functools.wraps(method)
-    def read(self: ObjectReader, *arguments: Any) -> Any:
+    def remembering(self: ObjectReader, *arguments: Any, **keywords: Any) -> Any:
         try:
-            return method(self, *arguments)
+            return method(self, *arguments, **keywords)
         except S3Error as error:
             self._failure = error
             raise
 
-    return cast(Method, read)
+    return cast(Method, remembering)
 
 
 class ObjectReader(io.RawIOBase):
@@ -184,7 +185,7 @@ class ObjectReader(io.RawIOBase):
 
     @property
     def failure(self) -> Optional[S3Error]:
-        """The S3Error the last failed read raised, or None.
+        """The S3Error the last failed read (or seek from the end) raised, or None.
 
         A C or C++ caller (torch's zip reader) may swallow it or call back in with it still set, which CPython
         then reports as an unrelated error; the caller's wrapper can raise this one instead.
@@ -208,6 +209,7 @@ class ObjectReader(io.RawIOBase):
         self._check_open()
         return self._pos
 
+    @_remembers_failure
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         self._check_open()
         self._pos = seek_target(offset, whence, self._pos, lambda: self._known_size(tail_hint=-offset))

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
-from torchdata_s3 import S3Client, S3Config, S3FileLoader, S3IntegrityError
+from torchdata_s3 import S3Client, S3Config, S3FileLoader, S3FileNotFoundError, S3IntegrityError
 from torchdata_s3.reader import BUFFER_BYTES, KEPT_SMALL_SOURCES, RANDOM_READ_BYTES
 
 pytestmark = pytest.mark.integration
@@ -248,6 +248,24 @@ def test_a_refetch_of_an_overwritten_object_raises_integrity_error(boto_s3, buck
         with pytest.raises(S3IntegrityError, match=r"overwritten.*open the object again") as raised:
             stream.read(10)
         assert raised.value.http_status == 412 and raised.value.url == f"s3://{bucket}/obj"
+
+
+def test_a_stream_remembers_the_error_of_its_failed_request(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    """``failure``: what a caller in C (torch's zip reader) may lose, for reads and for seeks from the end."""
+    client = S3Client(config())
+    with client.open(f"s3://{bucket}/missing") as stream:
+        assert stream.failure is None
+        with pytest.raises(S3FileNotFoundError) as seeking:
+            stream.seek(-10, io.SEEK_END)  # the object's size is asked for: a suffix GET
+        assert stream.failure is seeking.value
+    boto_s3.put_object(Bucket=bucket, Key="obj", Body=payload(8 * MiB, seed=9))
+    with client.open(f"s3://{bucket}/obj") as stream:
+        stream.read()
+        boto_s3.put_object(Bucket=bucket, Key="obj", Body=payload(8 * MiB, seed=10))
+        stream.seek(0)  # no longer held (see the test above): a ranged GET that finds another version
+        with pytest.raises(S3IntegrityError) as reading:
+            stream.read(10)
+        assert stream.failure is reading.value
 
 
 def test_the_loader_raises_for_a_missing_object_when_it_yields_it(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
