@@ -99,8 +99,8 @@ def torch_load(stream: Any, **torch_keywords: Any) -> Any:
         return torch.load(stream, **torch_keywords)
     except S3Error:
         raise
-    except Exception as error:
-        failed_read = getattr(stream, "failure", None) or error.__cause__ or error.__context__
-        if isinstance(failed_read, S3Error):
+    except Exception:
+        failed_read = getattr(stream, "failure", None)
+        if failed_read is not None:
             raise failed_read from None
         raise
