@@ -7,7 +7,7 @@
 # Usage: scripts/sanitize.sh [pytest arguments]     (default: the subset below)
 # Environment: TORCHDATA_S3_AWSCRT_ARCHIVE  offline CRT sources, passed on to the build
 #              SANITIZE_FUZZ_SECONDS        fuzzing of the native parser under the sanitizers [20; 0: none]
-#              TEST_PROCESSES               pytest-xdist workers [2]
+#              TEST_PROCESSES               processes of the test run (scripts/pytest-processes.sh)
 #
 # Everything lives in build/sanitize (layout: scripts/variant-build.sh), with fuzz/ for the fuzzer's
 # findings.
@@ -139,8 +139,10 @@ step "tests under ASan + UBSan"
 if (($# == 0)); then set -- "${subset[@]}"; fi
 # A failure is reported at the end, so that the fuzzing below still runs and reports its own findings.
 tests_status=0
-sanitized -m pytest --rootdir="$out/view" -c "$out/view/pyproject.toml" -p no:cacheprovider -p no:benchmark \
-    -n "${TEST_PROCESSES:-2}" --dist loadfile --durations=5 "$@" || tests_status=$?
+# shellcheck source=scripts/pytest-processes.sh
+source scripts/pytest-processes.sh
+sanitized -m pytest --rootdir="$out/view" -c "$out/view/pyproject.toml" -p no:cacheprovider \
+    "${pytest_process_args[@]}" --durations=5 "$@" || tests_status=$?
 
 # What scripts/fuzz.sh's coverage-guided run kept, replayed under the sanitizers; then blind fuzzing of the
 # native parser (the URL target's only native code is the key encoding, which the replay covers).

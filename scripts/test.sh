@@ -5,8 +5,8 @@
 # Usage: scripts/test.sh [pytest arguments]   (with arguments: only those tests, no fuzzing, sanitizers or
 #        aws-lc build)
 # Environment: FUZZ_SECONDS per fuzz target [30]; SANITIZE=0 skips the sanitizer build and its tests;
-#              AWS_LC=0 skips the aws-lc build and its tests; TEST_PROCESSES: pytest-xdist workers for the
-#              full run and the sanitizer run [2] (each starts its own test servers; 0: no xdist).
+#              AWS_LC=0 skips the aws-lc build and its tests; TEST_PROCESSES: processes of the full run and
+#              the sanitizer run (scripts/pytest-processes.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-dev.sh test,lint
@@ -24,10 +24,9 @@ if (($# == 0)); then
 fi
 # Run from a folder without the source tree on sys.path, so the installed package (with its compiled
 # extension) is what gets imported; tests/ is found through --rootdir.
-# Two processes, each given whole files (module-scoped servers start once per file). pytest-benchmark is
-# not used by tests/ and would refuse xdist with a warning, which the warning filter makes an error.
-python -m pytest --rootdir="$PWD" -c "$PWD/pyproject.toml" -p no:benchmark \
-    -n "${TEST_PROCESSES:-2}" --dist loadfile "$PWD/tests" "$@"
+# shellcheck source=scripts/pytest-processes.sh
+source scripts/pytest-processes.sh
+python -m pytest --rootdir="$PWD" -c "$PWD/pyproject.toml" "${pytest_process_args[@]}" "$PWD/tests" "$@"
 if ((checks_status != 0)); then
     echo "test.sh: fuzzing, the sanitizer run or the aws-lc run failed (exit $checks_status); see above" >&2
     exit "$checks_status"

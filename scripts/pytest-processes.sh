@@ -1,0 +1,7 @@
+# Sourced by scripts/test.sh and scripts/sanitize.sh: how their test runs spread over processes.
+# TEST_PROCESSES pytest-xdist workers [2] (each starts its own test servers; 0: in this process), each given
+# whole files, so that module-scoped servers start once per file. One process left a core idle most of the
+# time: most tests wait on servers and subprocesses. pytest-benchmark is not used by tests/ and would refuse
+# xdist with a warning, which the warning filter makes an error.
+# shellcheck disable=SC2034  # used by the sourcing script
+pytest_process_args=(-p no:benchmark -n "${TEST_PROCESSES:-2}" --dist loadfile)
