@@ -1,4 +1,5 @@
-# Locates the pinned awscrt source distribution, verifies it and unpacks it.
+# Locates the pinned awscrt source distribution, verifies it, unpacks it and applies our fixes to it
+# (cmake/AwsCrtPatches.cmake).
 #
 # The AWS Common Runtime C libraries ship inside the awscrt sdist (folder `crt/`). We take that archive by
 # package name through pip, so the build needs no host name of its own and no git. For offline builds, hand
@@ -44,17 +45,20 @@ if(NOT _actual_sha256 STREQUAL AWSCRT_SHA256)
     "Delete it and build again, or pass the genuine archive.")
 endif()
 
-# Unpack once per archive hash; the stamp keeps re-configures from touching the sources (and so from
-# rebuilding the CRT) after a C++ edit of our own.
+# Unpack and fix once per archive hash and version of our fixes; the stamp keeps re-configures from touching
+# the sources (and so from rebuilding the CRT) after a C++ edit of our own.
 set(_awscrt_source_root "${_awscrt_work_dir}/src")
-set(_awscrt_stamp "${_awscrt_source_root}/.unpacked-${AWSCRT_SHA256}")
+set(AWSCRT_CRT_DIR "${_awscrt_source_root}/awscrt-${AWSCRT_VERSION}/crt")
+set(_awscrt_patches "${CMAKE_CURRENT_LIST_DIR}/AwsCrtPatches.cmake")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${_awscrt_patches}")
+file(SHA256 "${_awscrt_patches}" _patches_sha256)
+set(_awscrt_stamp "${_awscrt_source_root}/.unpacked-${AWSCRT_SHA256}-fixed-${_patches_sha256}")
 if(NOT EXISTS "${_awscrt_stamp}")
   file(REMOVE_RECURSE "${_awscrt_source_root}")
   file(ARCHIVE_EXTRACT INPUT "${_awscrt_archive}" DESTINATION "${_awscrt_source_root}")
+  if(NOT EXISTS "${AWSCRT_CRT_DIR}/aws-c-s3/CMakeLists.txt")
+    message(FATAL_ERROR "${AWSCRT_CRT_DIR} does not hold the CRT sources: is ${_awscrt_archive} an awscrt sdist?")
+  endif()
+  include("${_awscrt_patches}")
   file(TOUCH "${_awscrt_stamp}")
-endif()
-
-set(AWSCRT_CRT_DIR "${_awscrt_source_root}/awscrt-${AWSCRT_VERSION}/crt")
-if(NOT EXISTS "${AWSCRT_CRT_DIR}/aws-c-s3/CMakeLists.txt")
-  message(FATAL_ERROR "${AWSCRT_CRT_DIR} does not hold the CRT sources: is ${_awscrt_archive} an awscrt sdist?")
 endif()

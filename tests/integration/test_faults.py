@@ -8,7 +8,9 @@ stalls bodies on request, and records each request, so retries can be counted at
 from __future__ import annotations
 
 import hashlib
+import io
 import random
+import threading
 import time
 from collections.abc import Iterator
 
@@ -18,6 +20,7 @@ from torch.utils.data.datapipes.iter import IterableWrapper
 from tests.fault_proxy import Fault, FaultProxy, ProxiedRequest, any_request
 from tests.s3_server import MotoServer, free_loopback_port
 from torchdata_s3 import (
+    S3Client,
     S3Config,
     S3Error,
     S3FileLoader,
@@ -204,6 +207,78 @@ def test_bodies_that_always_stall_are_retried_then_time_out(boto_s3, bucket: str
     assert caught.value.url == url and "request_timeout_ms" in str(caught.value)
     assert proxy.attempts(path_of(url)) >= 2, "the stalled part was not retried"
     assert timeout_ms / 1000 - 0.5 < elapsed < timeout_ms / 1000 + 5, elapsed
+
+
+# ---- an empty object: the CRT asks twice ------------------------------------------------------------------
+# The first ranged GET of an empty object is answered 416; the CRT then asks again with partNumber=1. When
+# that second request failed, the CRT read the response headers it never got: SIGSEGV in a release build, an
+# assertion under the sanitizers (CI's crash in test_a_faulty_endpoint_never_yields_short_or_wrong_objects).
+# Fixed in the pinned sources: cmake/AwsCrtPatches.cmake.
+
+
+def read_or_error(stream: io.BufferedIOBase) -> object:
+    try:
+        return stream.read()
+    except (S3Error, ValueError) as error:
+        return error
+
+
+def second_request_for_an_empty_object(request: ProxiedRequest) -> bool:
+    return request.is_get_object and "partNumber=1" in request.query.split("&")
+
+
+# (A cut body is no fault here: the second answer has an empty body.)
+@pytest.mark.parametrize(
+    "fault", [Fault.DROP, Fault.SLOW_DOWN, Fault.INTERNAL_ERROR], ids=lambda fault: fault.value
+)
+def test_a_failed_second_request_for_an_empty_object_fails_typed(
+    boto_s3, bucket: str, proxy: FaultProxy, fault: Fault
+) -> None:  # type: ignore[no-untyped-def]
+    url = put(boto_s3, bucket, "empty", b"")
+    proxy.force(fault, 100, eligible=second_request_for_an_empty_object)
+
+    with pytest.raises(S3Error) as caught:
+        load_one(url, config_for(proxy, max_retries=1))
+
+    assert caught.value.url == url and url in str(caught.value)
+    assert isinstance(caught.value, S3NetworkError) == (fault is Fault.DROP), repr(caught.value)
+    assert proxy.injected == {fault: 2}  # the second request and its one retry; the first was answered
+
+
+def test_an_empty_object_whose_second_request_is_retried_reads_empty(
+    boto_s3, bucket: str, proxy: FaultProxy
+) -> None:  # type: ignore[no-untyped-def]
+    url = put(boto_s3, bucket, "empty", b"")
+    proxy.force(Fault.DROP, 1, eligible=second_request_for_an_empty_object)
+
+    assert load_one(url, config_for(proxy)) == b""
+    assert proxy.injected == {Fault.DROP: 1}
+    statuses = [record.status for record in proxy.records if record.path == path_of(url)]
+    assert len(statuses) == 3 and statuses[:2] == [416, 0], statuses  # 416, dropped, answered
+
+
+def test_closing_an_empty_object_while_its_second_request_waits(
+    boto_s3, bucket: str, moto_server: MotoServer
+) -> None:  # type: ignore[no-untyped-def]
+    # The other way the second request ends without an answer: close() cancels it. (This path did not crash
+    # before the fix; it is here so that it never starts to.)
+    url = put(boto_s3, bucket, "empty", b"")
+    with FaultProxy(moto_server.port, stall_s=5) as silent:
+        silent.force(Fault.NO_ANSWER, 1, eligible=second_request_for_an_empty_object)
+        stream = S3Client(config_for(silent)).open(url)
+        outcome: list[object] = []
+        reader = threading.Thread(target=lambda: outcome.append(read_or_error(stream)), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 10
+        while not silent.injected and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert silent.injected == {Fault.NO_ANSWER: 1}, "the second request never reached the proxy"
+
+        stream.close()  # cancels the meta request while its second request waits for an answer
+        reader.join(timeout=10)
+        assert not reader.is_alive()
+        # Closed before the CRT knew the object is still empty: no bytes, or a closed stream's typed error.
+        assert outcome == [b""] or isinstance(outcome[0], S3Error), outcome
 
 
 # ---- unreachable endpoints -------------------------------------------------------------------------------
