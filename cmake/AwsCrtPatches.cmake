@@ -45,3 +45,52 @@ _crt_replace_once("aws-c-s3/source/s3_auto_ranged_get.c"
             }
             AWS_ASSERT(request->send_data.response_headers != NULL);
 ")
+
+# aws-c-s3: a successful answer without a single header line crashes the process.
+#
+# The CRT keeps a response's status and headers from the HTTP layer's header callback, which is never called
+# for a response with no header lines ("HTTP/1.1 206 Partial Content" and a blank line: never S3, but a broken
+# proxy or gateway can send it). The status then stays 0 and the headers NULL, and code that trusts a 2xx
+# answer to carry headers dereferences them: an empty object's partNumber=1 GET (SIGSEGV, seen), the parts
+# of uploads, the ETag of the first part. Taking both at the end of the header block, where the HTTP layer
+# always calls, gives every such answer an empty header set, so it fails on its missing headers instead.
+# Test: tests/integration/test_bad_input.py, test_an_answer_without_headers_fails_typed.
+_crt_replace_once("aws-c-s3/source/s3_meta_request.c"
+"    enum aws_http_header_block header_block,
+    void *user_data) {
+    (void)stream;
+
+    if (header_block != AWS_HTTP_HEADER_BLOCK_MAIN) {
+        return AWS_OP_SUCCESS;
+    }
+
+    struct aws_s3_connection *connection = user_data;
+    AWS_PRECONDITION(connection);
+
+    struct aws_s3_request *request = connection->request;
+    AWS_PRECONDITION(request);
+"
+"    enum aws_http_header_block header_block,
+    void *user_data) {
+    if (header_block != AWS_HTTP_HEADER_BLOCK_MAIN) {
+        return AWS_OP_SUCCESS;
+    }
+
+    struct aws_s3_connection *connection = user_data;
+    AWS_PRECONDITION(connection);
+
+    struct aws_s3_request *request = connection->request;
+    AWS_PRECONDITION(request);
+
+    /* torchdata_s3 fix (cmake/AwsCrtPatches.cmake): a main header block with no header lines never reached
+     * s_s3_meta_request_incoming_headers; record what it would have. */
+    if (request->send_data.response_status == 0) {
+        aws_http_stream_get_incoming_response_status(stream, &request->send_data.response_status);
+    }
+    if (request->send_data.response_headers == NULL &&
+        (request->record_response_headers ||
+         s_s3_meta_request_error_code_from_response_status(request->send_data.response_status) !=
+             AWS_ERROR_SUCCESS)) {
+        request->send_data.response_headers = aws_http_headers_new(request->allocator);
+    }
+")

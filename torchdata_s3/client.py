@@ -303,13 +303,22 @@ class S3Client:
         """Size and ETag of one object (HeadObject).
 
         Raises:
-            InvalidS3UrlError, S3FileNotFoundError (no such key or bucket), S3PermissionError, ...
+            InvalidS3UrlError, S3FileNotFoundError (no such key or bucket), S3PermissionError, ...; S3Error
+            for an answer without a valid Content-Length.
         """
         location = self._object_location(url)
         length, etag = self._native_for(location, "HeadObject").head_object(
             location.bucket, location.key, timeout_ms=self.config.request_timeout_ms
         )
-        return ObjectInfo(str(location), int(length or 0), etag)
+        if not length.isdecimal():
+            # S3 always sends it; without it the size is unknown, not 0 (a broken proxy or gateway).
+            raise S3Error(
+                f"HeadObject {location} failed: the endpoint answered without a valid Content-Length "
+                f"({length!r}). Check that endpoint_url points at an S3 API.",
+                url=str(location),
+                operation="HeadObject",
+            )
+        return ObjectInfo(str(location), int(length), etag)
 
     def delete(self, url: str) -> None:
         """Deletes one object (DeleteObject). Deleting a key that does not exist succeeds, as in S3.

@@ -16,6 +16,8 @@ from torch.utils.data.datapipes.iter import IterableWrapper
 from tests.loopback_http import loopback_http_server
 from torchdata_s3 import (
     InvalidS3UrlError,
+    S3Client,
+    S3Config,
     S3Error,
     S3FileLister,
     S3FileLoader,
@@ -230,6 +232,75 @@ def test_wrong_region_refused_by_the_server(region_refusing_endpoint: str, pipe:
     ]
     assert f"{url} failed: {error.s3_error_code} (HTTP {error.http_status})" in str(error)
     assert "set region= (or AWS_REGION) to the bucket's region" in str(error)
+
+
+# --- an endpoint whose success answers carry no header line ----------------------------------------------
+# "HTTP/1.1 206 Partial Content" and a blank line: never S3, but a broken proxy or gateway can send it. The
+# CRT crashed on it (an empty object's partNumber=1 GET: SIGSEGV) or reported status 0; fixed in the pinned
+# sources (cmake/AwsCrtPatches.cmake). Every operation fails typed instead, naming its URL; HeadObject
+# reports no size rather than 0.
+
+EMPTY_OBJECT_416 = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidRange</Code>'
+    b"<Message>The requested range is not satisfiable</Message><ActualObjectSize>0</ActualObjectSize></Error>"
+)
+
+
+@pytest.fixture
+def headerless_endpoint() -> Iterator[str]:
+    """Answers every request with a bare 206, except the first GET of key ``empty``: S3's 416 for an empty
+    object, which makes the CRT ask again with ``partNumber=1``."""
+
+    class Headerless(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.path.endswith("/empty") and self.command == "GET":
+                self.send_response(416)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(EMPTY_OBJECT_416)))
+                self.end_headers()
+                self.wfile.write(EMPTY_OBJECT_416)
+                return
+            self.wfile.write(b"HTTP/1.1 206 Partial Content\r\n\r\n")  # no header line at all
+            self.close_connection = True  # the body, if any, would end with the connection
+
+        do_GET = do_HEAD = do_PUT = do_POST = answer
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with loopback_http_server(Headerless) as url:
+        yield url
+
+
+def write_multipart(client: S3Client, url: str) -> None:
+    with client.open(url, "wb") as writer:
+        writer.write(b"x" * (2 * MiB))  # past the 1 MiB threshold: CreateMultipartUpload first
+
+
+HEADERLESS_OPERATIONS = {
+    "read": lambda client, url: client.open(url).read(),
+    "read an empty object": lambda client, url: client.open(url.rsplit("/", 1)[0] + "/empty").read(),
+    "read the tail": lambda client, url: client.open(url).seek(-3, 2),
+    "head": lambda client, url: client.head(url),
+    "multipart write": write_multipart,
+}
+
+
+@pytest.mark.parametrize("operation", list(HEADERLESS_OPERATIONS))
+def test_an_answer_without_headers_fails_typed(headerless_endpoint: str, operation: str) -> None:
+    client = S3Client(
+        S3Config.resolve(endpoint_url=headerless_endpoint, max_retries=0, multipart_threshold_bytes=MiB)
+    )
+    url = "s3://bucket/key"
+    expected_url = url.replace("key", "empty") if operation == "read an empty object" else url
+
+    with pytest.raises(S3Error) as caught:
+        HEADERLESS_OPERATIONS[operation](client, url)
+
+    assert caught.value.url == expected_url and expected_url in str(caught.value), repr(caught.value)
 
 
 # --- object contents: empty, folder markers, large ----------------------------------------------------------
