@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple, Optional, Union
 
 from . import _core
 from .config import S3Config, event_loop_threads, undefined_profile
-from .errors import CREDENTIALS_HOW_TO, S3Error, credentials_unavailable
+from .errors import CREDENTIALS_HOW_TO, NOT_AN_S3_API_HINT, S3Error, credentials_unavailable, with_hint
 from .reader import ObjectReader, S3ObjectStream
 from .url import S3Url, parse_s3_url
 from .writer import ObjectUploader, S3ObjectWriter
@@ -243,8 +243,11 @@ class S3Client:
             # the request failed; the caller's input was fine.
             url = f"s3://{location.bucket}/{location.key}"
             raise S3Error(
-                f"ListObjectsV2 {url} failed: the endpoint answered with something that is not a "
-                f"ListObjectsV2 result ({malformed}). Check that endpoint_url points at an S3 API.",
+                with_hint(
+                    f"ListObjectsV2 {url} failed: the endpoint answered with something that is not a "
+                    f"ListObjectsV2 result ({malformed})",
+                    NOT_AN_S3_API_HINT,
+                ),
                 url=url,
                 operation="ListObjectsV2",
                 http_status=200,
@@ -313,8 +316,11 @@ class S3Client:
         if not length.isdecimal():
             # S3 always sends it; without it the size is unknown, not 0 (a broken proxy or gateway).
             raise S3Error(
-                f"HeadObject {location} failed: the endpoint answered without a valid Content-Length "
-                f"({length!r}). Check that endpoint_url points at an S3 API.",
+                with_hint(
+                    f"HeadObject {location} failed: the endpoint answered without a valid Content-Length "
+                    f"({length!r})",
+                    NOT_AN_S3_API_HINT,
+                ),
                 url=str(location),
                 operation="HeadObject",
             )

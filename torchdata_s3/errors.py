@@ -325,8 +325,22 @@ def _classify(info: dict) -> tuple[type, str]:
         # S3 explains every 400 with an error document; a bare one is most often a TLS port spoken to in
         # plain HTTP.
         return S3Error, _PLAIN_HTTP_TO_TLS_HINT
+    if crt in _MISSING_FROM_AN_S3_ANSWER:
+        return S3Error, NOT_AN_S3_API_HINT
     return S3Error, ""
 
+
+# A success answer without what S3 always sends: the endpoint is no S3 API, or a proxy or gateway between
+# mangles its answers.
+NOT_AN_S3_API_HINT = "check that endpoint_url points at an S3 API"
+_MISSING_FROM_AN_S3_ANSWER = {
+    "AWS_ERROR_S3_MISSING_CONTENT_RANGE_HEADER",
+    "AWS_ERROR_S3_INVALID_CONTENT_RANGE_HEADER",
+    "AWS_ERROR_S3_MISSING_CONTENT_LENGTH_HEADER",
+    "AWS_ERROR_S3_INVALID_CONTENT_LENGTH_HEADER",
+    "AWS_ERROR_S3_MISSING_ETAG",
+    "AWS_ERROR_S3_MISSING_UPLOAD_ID",
+}
 
 _PLAIN_HTTP_TO_TLS_HINT = (
     "the endpoint refused the request without an S3 error document; if it serves HTTPS, use an https:// "
@@ -341,7 +355,8 @@ def printable_url(url: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in url)
 
 
-def _with_hint(message: str, hint: str) -> str:
+def with_hint(message: str, hint: str) -> str:
+    """`message` ending with `hint` as its last sentence (the catalogue's "what to do")."""
     message = message.rstrip(".")
     return f"{message}. {hint[0].upper()}{hint[1:]}." if hint else message
 
@@ -381,7 +396,7 @@ def error_from_native(info: dict) -> S3Error:
     elif info["crt_error_message"] and info["kind"] == "crt" and what == info["crt_error_name"]:
         parts.append(f"- {info['crt_error_message']}")
     return cls(
-        _with_hint(" ".join(parts), hint),
+        with_hint(" ".join(parts), hint),
         url=url,
         operation=info["operation"],
         http_status=status,
@@ -393,7 +408,7 @@ def error_from_native(info: dict) -> S3Error:
 def credentials_unavailable(url: str, operation: str, problem: str, hint: str = "") -> S3PermissionError:
     """The error for a request that could not be sent because its credentials cannot be set up at all."""
     return S3PermissionError(
-        _with_hint(f"{operation} {printable_url(url)} failed: {problem}", hint),
+        with_hint(f"{operation} {printable_url(url)} failed: {problem}", hint),
         url=url,
         operation=operation,
     )

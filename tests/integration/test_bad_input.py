@@ -301,6 +301,7 @@ def test_an_answer_without_headers_fails_typed(headerless_endpoint: str, operati
         HEADERLESS_OPERATIONS[operation](client, url)
 
     assert caught.value.url == expected_url and expected_url in str(caught.value), repr(caught.value)
+    assert str(caught.value).endswith(". Check that endpoint_url points at an S3 API."), str(caught.value)
 
 
 # --- object contents: empty, folder markers, large ----------------------------------------------------------

@@ -131,6 +131,8 @@ EVERY_KIND_OF_FAILURE = [
             "NOT_TLS",
         )
     ),
+    {"crt_error_name": "AWS_ERROR_S3_MISSING_CONTENT_LENGTH_HEADER", "http_status": 206},
+    {"crt_error_name": "AWS_ERROR_S3_MISSING_UPLOAD_ID", "http_status": 200},
     *(
         {
             "crt_error_name": "AWS_ERROR_HTTP_PROXY_CONNECT_FAILED",
