@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: installs everything it needs, builds the package, lints, fuzzes, runs the native tests
+# The test command: installs everything it needs (torch, the package and its test extras, nginx with apt),
+# builds the package, lints, fuzzes, runs the native tests
 # under ASan + UBSan, builds the aws-lc variant and runs the TLS tests against it, then runs every test
 # (README, "Sanitizers and fuzzing").
 # Usage: scripts/test.sh [pytest arguments]   (with arguments: only those tests, no fuzzing, sanitizers or
@@ -10,6 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-dev.sh test,lint
+# nginx (the TLS and benchmark-endpoint tests' server) from Debian, once, before any test process: apt must
+# not run under the sanitizers' preloads, nor in two test processes at once.
+python -m benchmarks.endpoint.install
 scripts/lint.sh
 checks_status=0
 if (($# == 0)); then

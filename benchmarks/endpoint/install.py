@@ -18,6 +18,11 @@ DEBIAN_PACKAGES = ("nginx-light", "libnginx-mod-http-echo")
 # Another apt run (a set-up script installing in the background) may hold the dpkg lock for a while.
 _APT_LOCK_TIMEOUT_S = 600
 
+# What scripts/sanitize.sh sets for the tests it runs: apt's helpers must not inherit it. With ASan preloaded,
+# apt-get update's gpgv hung for good in a futex wait (seen in a fresh-clone CI run, where test_tls.py's
+# fixture was the first to need nginx).
+_SANITIZER_VARIABLES = ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")
+
 
 def missing_nginx_files() -> list[Path]:
     """The files of nginx and the echo module that are not installed (empty when all are)."""
@@ -39,10 +44,17 @@ def ensure_nginx_installed() -> None:
             f"nginx for the local S3 endpoint is missing ({', '.join(map(str, missing))}); "
             f"install it as root with: {' '.join(install_command)}"
         )
-    environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    environment = {
+        **{name: value for name, value in os.environ.items() if name not in _SANITIZER_VARIABLES},
+        "DEBIAN_FRONTEND": "noninteractive",
+    }
     lock_option = ["-o", f"DPkg::Lock::Timeout={_APT_LOCK_TIMEOUT_S}"]
     subprocess.run(["apt-get", *lock_option, "update"], check=True, env=environment)
     subprocess.run([*install_command[:1], *lock_option, *install_command[1:]], check=True, env=environment)
     still_missing = missing_nginx_files()
     if still_missing:
         raise RuntimeError(f"installed {DEBIAN_PACKAGES} but these are still missing: {still_missing}")
+
+
+if __name__ == "__main__":  # scripts/test.sh, before any test process needs nginx
+    ensure_nginx_installed()
