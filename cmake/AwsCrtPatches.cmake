@@ -94,3 +94,24 @@ _crt_replace_once("aws-c-s3/source/s3_meta_request.c"
         request->send_data.response_headers = aws_http_headers_new(request->allocator);
     }
 ")
+
+# aws-c-common: parsing an empty XML document hands memchr a NULL pointer (undefined behaviour).
+#
+# A success answer with an empty body (CreateMultipartUpload answered by a broken endpoint, see the fix above)
+# reaches aws_xml_parse with a cursor of length 0 whose pointer is NULL; the parser then calls memchr on it.
+# The outcome was already right (AWS_ERROR_INVALID_XML), but UBSan aborts on the call, and a compiler may
+# assume the pointer is not NULL. This refuses the empty document before any memchr, with the same error.
+# Test: the same one, under scripts/sanitize.sh ([multipart write]).
+_crt_replace_once("aws-c-common/source/xml_parser.c"
+"    AWS_PRECONDITION(options->on_root_encountered);
+
+    struct aws_xml_parser parser = {"
+"    AWS_PRECONDITION(options->on_root_encountered);
+
+    /* torchdata_s3 fix (cmake/AwsCrtPatches.cmake): no memchr on an empty document's (NULL) pointer. */
+    if (options->doc.len == 0) {
+        AWS_LOGF_ERROR(AWS_LS_COMMON_XML_PARSER, \"XML document is empty.\");
+        return aws_raise_error(AWS_ERROR_INVALID_XML);
+    }
+
+    struct aws_xml_parser parser = {")

@@ -2,6 +2,8 @@
 # TEST_PROCESSES pytest-xdist workers [2] (each starts its own test servers; 0: in this process), each given
 # whole files, so that module-scoped servers start once per file. One process left a core idle most of the
 # time: most tests wait on servers and subprocesses. pytest-benchmark is not used by tests/ and would refuse
-# xdist with a warning, which the warning filter makes an error.
+# xdist with a warning, which the warning filter makes an error. A worker that crashes is not replaced: the
+# run fails with that test named. (Replaced, the new worker and the controller once waited on each other for
+# good under --dist loadfile, which CI would have seen as a hang.)
 # shellcheck disable=SC2034  # used by the sourcing script
-pytest_process_args=(-p no:benchmark -n "${TEST_PROCESSES:-2}" --dist loadfile)
+pytest_process_args=(-p no:benchmark -n "${TEST_PROCESSES:-2}" --dist loadfile --max-worker-restart=0)
