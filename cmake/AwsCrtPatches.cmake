@@ -1,23 +1,24 @@
 # Fixes to the pinned CRT sources, applied right after they are unpacked (cmake/AwsCrtSource.cmake).
 #
-# Each fix is a CRT bug this project hit, with the test that shows it. Each one replaces a passage that must
-# occur exactly once in the pinned sources, so a new pin fails the build here until every fix has been looked
-# at again (dropped once upstream has its own, or moved to the new text).
+# Each fix is a CRT bug this project hit, with the test that shows it. Each one adds code after a passage that
+# must occur exactly once in the pinned sources, so a new pin fails the build here until every fix has been
+# looked at again (dropped once upstream has its own, or moved to the new text).
 #
 # Input: AWSCRT_CRT_DIR, the unpacked `crt/` folder.
 
-# Replaces the one occurrence of `before` in `relative_path` (under AWSCRT_CRT_DIR) with `after`.
-function(_crt_replace_once relative_path before after)
+# Inserts `addition` right after `anchor`, a passage that must occur exactly once in `relative_path` (under
+# AWSCRT_CRT_DIR).
+function(_crt_insert_after relative_path anchor addition)
   set(_path "${AWSCRT_CRT_DIR}/${relative_path}")
   file(READ "${_path}" _text)
-  string(FIND "${_text}" "${before}" _first)
-  string(FIND "${_text}" "${before}" _last REVERSE)
+  string(FIND "${_text}" "${anchor}" _first)
+  string(FIND "${_text}" "${anchor}" _last REVERSE)
   if(_first EQUAL -1 OR NOT _first EQUAL _last)
     message(FATAL_ERROR
-      "CRT fix not applicable: ${relative_path} does not hold the passage it replaces exactly once. A new "
+      "CRT fix not applicable: ${relative_path} does not hold the passage it follows exactly once. A new "
       "awscrt pin needs every fix in cmake/AwsCrtPatches.cmake checked again.")
   endif()
-  string(REPLACE "${before}" "${after}" _text "${_text}")
+  string(REPLACE "${anchor}" "${anchor}${addition}" _text "${_text}")
   file(WRITE "${_path}" "${_text}")
 endfunction()
 
@@ -30,20 +31,16 @@ endfunction()
 # (HeadObject, the ranged GET) already hand their failure on; this makes the partNumber request do the same.
 # A buffer-size mismatch is not a failure here: it carries the headers and is handled further on.
 # Test: tests/integration/test_faults.py, test_a_failed_second_request_for_an_empty_object_fails_typed.
-_crt_replace_once("aws-c-s3/source/s3_auto_ranged_get.c"
+_crt_insert_after("aws-c-s3/source/s3_auto_ranged_get.c"
 "        case AWS_S3_AUTO_RANGE_GET_REQUEST_TYPE_GET_OBJECT_WITH_PART_NUMBER_1:
             AWS_ASSERT(request->part_number == 1);
-            AWS_ASSERT(request->send_data.response_headers != NULL);
 "
-"        case AWS_S3_AUTO_RANGE_GET_REQUEST_TYPE_GET_OBJECT_WITH_PART_NUMBER_1:
-            AWS_ASSERT(request->part_number == 1);
-            if (error_code != AWS_ERROR_SUCCESS &&
+"            if (error_code != AWS_ERROR_SUCCESS &&
                 error_code != AWS_ERROR_S3_INTERNAL_BUFFER_SIZE_MISMATCH_RETRYING_WITH_RANGE) {
                 /* torchdata_s3 fix (cmake/AwsCrtPatches.cmake): the request failed; resurface its error. */
                 aws_raise_error(error_code);
                 break;
             }
-            AWS_ASSERT(request->send_data.response_headers != NULL);
 ")
 
 # aws-c-s3: a successful answer without a single header line crashes the process.
@@ -55,10 +52,8 @@ _crt_replace_once("aws-c-s3/source/s3_auto_ranged_get.c"
 # of uploads, the ETag of the first part. Taking both at the end of the header block, where the HTTP layer
 # always calls, gives every such answer an empty header set, so it fails on its missing headers instead.
 # Test: tests/integration/test_bad_input.py, test_an_answer_without_headers_fails_typed.
-_crt_replace_once("aws-c-s3/source/s3_meta_request.c"
-"    enum aws_http_header_block header_block,
-    void *user_data) {
-    (void)stream;
+_crt_insert_after("aws-c-s3/source/s3_meta_request.c"
+"    (void)stream;
 
     if (header_block != AWS_HTTP_HEADER_BLOCK_MAIN) {
         return AWS_OP_SUCCESS;
@@ -70,18 +65,7 @@ _crt_replace_once("aws-c-s3/source/s3_meta_request.c"
     struct aws_s3_request *request = connection->request;
     AWS_PRECONDITION(request);
 "
-"    enum aws_http_header_block header_block,
-    void *user_data) {
-    if (header_block != AWS_HTTP_HEADER_BLOCK_MAIN) {
-        return AWS_OP_SUCCESS;
-    }
-
-    struct aws_s3_connection *connection = user_data;
-    AWS_PRECONDITION(connection);
-
-    struct aws_s3_request *request = connection->request;
-    AWS_PRECONDITION(request);
-
+"
     /* torchdata_s3 fix (cmake/AwsCrtPatches.cmake): a main header block with no header lines never reached
      * s_s3_meta_request_incoming_headers; record what it would have. */
     if (request->send_data.response_status == 0) {
@@ -102,16 +86,13 @@ _crt_replace_once("aws-c-s3/source/s3_meta_request.c"
 # The outcome was already right (AWS_ERROR_INVALID_XML), but UBSan aborts on the call, and a compiler may
 # assume the pointer is not NULL. This refuses the empty document before any memchr, with the same error.
 # Test: the same one, under scripts/sanitize.sh ([multipart write]).
-_crt_replace_once("aws-c-common/source/xml_parser.c"
+_crt_insert_after("aws-c-common/source/xml_parser.c"
 "    AWS_PRECONDITION(options->on_root_encountered);
-
-    struct aws_xml_parser parser = {"
-"    AWS_PRECONDITION(options->on_root_encountered);
-
+"
+"
     /* torchdata_s3 fix (cmake/AwsCrtPatches.cmake): no memchr on an empty document's (NULL) pointer. */
     if (options->doc.len == 0) {
         AWS_LOGF_ERROR(AWS_LS_COMMON_XML_PARSER, \"XML document is empty.\");
         return aws_raise_error(AWS_ERROR_INVALID_XML);
     }
-
-    struct aws_xml_parser parser = {")
+")
