@@ -26,10 +26,14 @@ except ImportError as error:
 
     raise ImportError(explain(error)) from error
 
-from ._functional import install as _install_functional_names
-from .checkpoint import load, save
+from .checkpoint.torch_save import load, save
 from .client import ObjectInfo, ObjectSummary, S3Client
 from .config import S3Config
+from .datapipes.functional import install as _install_functional_names
+from .datapipes.lister import S3FileLister
+from .datapipes.loader import S3FileLoader
+from .datapipes.saver import S3FileSaver
+from .datapipes.shared_listing import list_files_once
 from .errors import (
     InvalidS3UrlError,
     S3Error,
@@ -41,11 +45,7 @@ from .errors import (
     S3TimeoutError,
     error_from_native,
 )
-from .lister import S3FileLister
-from .loader import S3FileLoader
 from .opener import open
-from .saver import S3FileSaver
-from .shared_listing import list_files_once
 from .url import S3Url, parse_s3_url
 from .writer import S3ObjectWriter
 

@@ -143,7 +143,7 @@ class ObjectReader(io.RawIOBase):
         super().__init__()
         config = client.config
         self._client = client
-        self._location = location
+        self.location = location
         self.name = f"s3://{location.bucket}/{location.key}"
         self._part = config.part_size_bytes
         self._window = window_bytes or config.read_window_bytes
@@ -480,7 +480,7 @@ class ObjectReader(io.RawIOBase):
         return self._size - position if self._size is not None else 0
 
     def _open(self, **request: Any) -> _core.ObjectStream:
-        return self._client.open_native(self._location, if_match=self._etag, **request)
+        return self._client.open_native(self.location, if_match=self._etag, **request)
 
 
 class S3ObjectStream(io.BufferedReader):
@@ -490,7 +490,8 @@ class S3ObjectStream(io.BufferedReader):
     :mod:`torchdata_s3.reader` for where the bytes come from and what is kept in memory. Also:
 
     - ``read_chunk()``: the next block without copying (a buffer-protocol object), or None at the end.
-    - ``size``, ``etag``, ``bytes_fetched``, ``name`` (the ``s3://`` URL).
+    - ``size``, ``etag``, ``bytes_fetched``; ``url`` (also ``name``: ``s3://bucket/key``), ``bucket``,
+      ``key``.
     """
 
     raw: ObjectReader
@@ -507,6 +508,19 @@ class S3ObjectStream(io.BufferedReader):
     def size(self) -> int:
         """The object's size in bytes."""
         return self.raw.size
+
+    @property
+    def url(self) -> str:
+        """``s3://bucket/key`` of the object."""
+        return self.raw.name
+
+    @property
+    def bucket(self) -> str:
+        return self.raw.location.bucket
+
+    @property
+    def key(self) -> str:
+        return self.raw.location.key
 
     def read(self, size: Optional[int] = -1) -> bytes:
         """Up to ``size`` bytes (all that is left if ``size`` is negative or None)."""

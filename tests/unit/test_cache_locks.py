@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from torchdata_s3 import cache_locks
-from torchdata_s3.cache_locks import WriterLocks
+from torchdata_s3.cache import locks as cache_locks
+from torchdata_s3.cache.locks import WriterLocks
 
 NAME = "0123456789abcdef0123456789abcdef"  # an entry's name: 32 hex digits
 OTHER = "fedcba9876543210fedcba9876543210"

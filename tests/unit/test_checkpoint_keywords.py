@@ -6,7 +6,7 @@ import inspect
 
 import torch
 
-from torchdata_s3.checkpoint import S3_OPTION_NAMES, WRITER_KEYWORDS, split_keywords
+from torchdata_s3.checkpoint.torch_save import S3_OPTION_NAMES, WRITER_KEYWORDS, split_keywords
 
 
 def torch_parameter_names(function: object) -> set[str]:

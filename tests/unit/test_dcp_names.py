@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 import torchdata_s3
-from torchdata_s3.dcp_filesystem import S3FileSystem, checkpoint_url
+from torchdata_s3.checkpoint.dcp_filesystem import S3FileSystem, checkpoint_url
 
 
 def test_the_dcp_module_is_an_attribute_of_the_package() -> None:
-    assert torchdata_s3.dcp.S3StorageWriter.__module__ == "torchdata_s3.dcp"
-    assert torchdata_s3.dcp.S3StorageReader.__module__ == "torchdata_s3.dcp"
+    assert torchdata_s3.dcp.S3StorageWriter.__module__ == "torchdata_s3.checkpoint.dcp"
+    assert torchdata_s3.dcp.S3StorageReader.__module__ == "torchdata_s3.checkpoint.dcp"
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         torchdata_s3.nothing  # noqa: B018
 

@@ -31,7 +31,7 @@ def run(imports: str) -> str:
 
 
 def test_without_torchdata() -> None:
-    assert run("import sys; sys.modules['torchdata'] = None") == "torchdata_s3.lines"
+    assert run("import sys; sys.modules['torchdata'] = None") == "torchdata_s3.datapipes.lines"
 
 
 def test_torchdata_imported_first() -> None:
@@ -56,5 +56,5 @@ def test_torchdata_imported_after(later: str) -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     first, second = result.stdout.split()
-    assert first == "torchdata_s3.lines"
+    assert first == "torchdata_s3.datapipes.lines"
     assert second.startswith("torchdata.")  # torchdata's own LineReader took its name back

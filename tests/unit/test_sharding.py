@@ -2,7 +2,7 @@ import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 from torch.utils.data.datapipes.iter.sharding import SHARDING_PRIORITIES
 
-from torchdata_s3.sharding import ShardSpec, has_sharding_upstream
+from torchdata_s3.datapipes.sharding import ShardSpec, has_sharding_upstream
 
 
 def owned(spec: ShardSpec, total: int) -> list[int]:

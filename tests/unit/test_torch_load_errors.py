@@ -13,7 +13,7 @@ from typing import Optional
 
 import pytest
 
-from torchdata_s3.checkpoint import torch_load
+from torchdata_s3.checkpoint.torch_save import torch_load
 from torchdata_s3.errors import S3NetworkError
 
 URL = "s3://bucket/model.pt"

@@ -19,11 +19,11 @@ from typing import Any, Optional
 
 import torch
 
-from .client import S3Client
-from .config import S3Config
-from .errors import S3Error
-from .opener import open as open_object
-from .options import config_from_arguments
+from ..client import S3Client
+from ..config import S3Config
+from ..errors import S3Error
+from ..opener import open as open_object
+from ..options import config_from_arguments
 
 __all__ = ["load", "save"]
 

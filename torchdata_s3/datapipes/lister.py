@@ -8,11 +8,11 @@ from typing import Any, Optional, Union
 from torch.utils.data.datapipes.datapipe import IterDataPipe
 from torch.utils.data.datapipes.utils.common import match_masks
 
-from .client import S3Client
-from .config import S3Config
-from .options import config_from_arguments
+from ..client import S3Client
+from ..config import S3Config
+from ..options import config_from_arguments
+from ..url import parse_s3_url
 from .sharding import as_datapipe
-from .url import parse_s3_url
 
 __all__ = ["S3FileLister"]
 

@@ -2,7 +2,7 @@
 
 An entry is an object's bytes, then a footer: JSON naming the bucket, key, ETag and size with the CRC-32 of
 each block of ``BLOCK_BYTES``, then the JSON's length and a magic (the entry's last 12 bytes). An entry is
-trusted only for that version and only as far as its bytes add up (see :mod:`torchdata_s3.cache_store`
+trusted only for that version and only as far as its bytes add up (see :mod:`torchdata_s3.cache.store`
 for where entries live).
 """
 

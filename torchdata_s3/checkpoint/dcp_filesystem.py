@@ -12,9 +12,9 @@ from typing import Any, Optional, Union
 
 from torch.distributed.checkpoint.filesystem import FileSystemBase
 
-from .client import S3Client
-from .errors import S3FileNotFoundError
-from .url import parse_s3_url
+from ..client import S3Client
+from ..errors import S3FileNotFoundError
+from ..url import parse_s3_url
 
 __all__ = ["S3FileSystem", "checkpoint_url"]
 

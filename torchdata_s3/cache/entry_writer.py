@@ -8,12 +8,12 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Optional
 
-from .cache_entry import BLOCK_BYTES, crc32, entry_footer, entry_name
-from .cache_locks import WriterLock
-from .cache_writes import BackgroundWrites
+from .entry import BLOCK_BYTES, crc32, entry_footer, entry_name
+from .locks import WriterLock
+from .writes import BackgroundWrites
 
 if TYPE_CHECKING:
-    from .cache_store import CacheStore
+    from .store import CacheStore
 
 __all__ = ["EntryWriter"]
 

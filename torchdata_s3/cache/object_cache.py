@@ -1,5 +1,5 @@
 """The local object cache's policy: when an entry may be served, when one is written, and what to do when
-the disk says no. The files themselves are :mod:`torchdata_s3.cache_store`'s business.
+the disk says no. The files themselves are :mod:`torchdata_s3.cache.store`'s business.
 
 Opt in with ``cache_dir`` (and ``cache_max_bytes``) on :class:`~torchdata_s3.S3Config` or the loader, or
 ``TORCHDATA_S3_CACHE_DIR`` / ``TORCHDATA_S3_CACHE_MAX_BYTES``. For each object the loader asks the cache
@@ -13,7 +13,7 @@ first:
   S3 read, with ``bytes_fetched == 0``. Each block of the entry is checked against its CRC-32 as it is
   read; a damaged one is never returned: the entry goes, and S3 serves the rest.
 - **Miss** (no entry, a stale or corrupt one): the object is fetched as always and its bytes are written to
-  a temp file as the reader receives them (by the cache's writes thread, :mod:`torchdata_s3.cache_writes`),
+  a temp file as the reader receives them (by the cache's writes thread, :mod:`torchdata_s3.cache.writes`),
   under the entry's writer lock; once the reader has received every byte, from the first to the last, the
   entry is renamed into place. A stream closed before that (or read
   only in pieces, as a zip reader does) leaves no entry: the next epoch fetches it again.
@@ -38,19 +38,19 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, Optional
 
-from . import _core
-from .cache_entry import CacheEntry
-from .cache_entry_writer import EntryWriter
-from .cache_locks import WriterLock
-from .cache_store import CacheStats, CacheStore, quoted_etag, same_etag
-from .cache_streams import CachedObjectReader, WriteThroughReader
-from .errors import S3Error, S3FileNotFoundError
-from .reader import ObjectReader, S3ObjectStream
-from .url import S3Url
+from .. import _core
+from ..errors import S3Error, S3FileNotFoundError
+from ..reader import ObjectReader, S3ObjectStream
+from ..url import S3Url
+from .entry import CacheEntry
+from .entry_writer import EntryWriter
+from .locks import WriterLock
+from .store import CacheStats, CacheStore, quoted_etag, same_etag
+from .streams import CachedObjectReader, WriteThroughReader
 
 if TYPE_CHECKING:
-    from .client import S3Client
-    from .config import S3Config
+    from ..client import S3Client
+    from ..config import S3Config
 
 __all__ = ["CacheUnavailableWarning", "ObjectCache", "cache_info", "clear_cache", "object_cache"]
 
@@ -377,7 +377,3 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"{stats.hits} hits, {stats.misses} misses (hit rate {stats.hit_rate:.1%})"
     )
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -2,34 +2,29 @@
 
 from __future__ import annotations
 
-from collections import deque
+import contextlib
 from collections.abc import Iterator
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 from torch.utils.data.datapipes.datapipe import IterDataPipe
 from torch.utils.data.datapipes.iter.sharding import SHARDING_PRIORITIES, _ShardingIterDataPipe
 from torch.utils.data.datapipes.utils.common import StreamWrapper
 
-from .cache import object_cache
-from .client import S3Client
-from .config import S3Config
+from ..client import S3Client
+from ..config import S3Config
+from ..fetch import (
+    DEFAULT_MAX_INFLIGHT_BYTES,
+    DEFAULT_PREFETCH,
+    ObjectTarget,
+    check_prefetch,
+    fetch_in_order,
+)
+from ..options import config_from_arguments
+from ..url import S3Url, parse_s3_url
 from .lister import is_folder_marker
-from .options import config_from_arguments
-from .prefetch import PrefetchWindow
-from .reader import ObjectReader, S3ObjectStream
 from .sharding import ShardSpec, as_datapipe, has_sharding_upstream
-from .url import S3Url, parse_s3_url
 
 __all__ = ["S3FileLoader"]
-
-MiB = 1024 * 1024
-
-
-class _Target(NamedTuple):
-    url: str
-    location: S3Url
-    size: Optional[int]  # known when the object came from a listing
-    etag: str = ""  # likewise
 
 
 class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
@@ -100,8 +95,8 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
         multi_part_download: Optional[bool] = None,
         *,
         config: Optional[S3Config] = None,
-        prefetch: int = 64,
-        max_inflight_bytes: int = 512 * MiB,
+        prefetch: int = DEFAULT_PREFETCH,
+        max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES,
         **options: Any,
     ) -> None:
         super().__init__()
@@ -109,10 +104,7 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
             if not isinstance(buffer_size, int) or buffer_size < 1:
                 raise ValueError(f"buffer_size must be a positive number of bytes, got {buffer_size!r}")
             options.setdefault("read_window_bytes", buffer_size)
-        if not isinstance(prefetch, int) or prefetch < 0:
-            raise ValueError(f"prefetch must be an integer >= 0, got {prefetch!r}")
-        if not isinstance(max_inflight_bytes, int) or max_inflight_bytes < 1:
-            raise ValueError(f"max_inflight_bytes must be a positive integer, got {max_inflight_bytes!r}")
+        check_prefetch(prefetch, max_inflight_bytes)
         self.source_datapipe = as_datapipe(source_datapipe)
         self.client = S3Client(
             config_from_arguments(config, region=region, request_timeout_ms=request_timeout_ms, **options)
@@ -122,7 +114,7 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
         self.max_inflight_bytes = max_inflight_bytes
         self.shard = ShardSpec()
 
-    def _targets(self) -> Iterator[_Target]:
+    def _targets(self) -> Iterator[ObjectTarget]:
         """The objects to load, prefixes expanded, restricted to this instance's shard."""
         position = 0
         for url in self.source_datapipe:
@@ -135,93 +127,26 @@ class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
                         continue
                     if self.shard.owns(position):
                         object_url = f"s3://{location.bucket}/{key}"
-                        yield _Target(object_url, S3Url(location.bucket, key), size, etag)
+                        yield ObjectTarget(object_url, S3Url(location.bucket, key), size, etag)
                     position += 1
             else:
                 if self.shard.owns(position):
-                    yield _Target(url, location, None)
+                    yield ObjectTarget(url, location, None)
                 position += 1
 
     def __iter__(self) -> Iterator[tuple[str, StreamWrapper]]:
-        config = self.client.config
-        part = config.part_size_bytes
-        reading_window = config.read_window_bytes if self.multi_part_download else part
-        rate = config.throughput_target_gbps * 1e9 / 8
-        window = PrefetchWindow(self.prefetch, self.max_inflight_bytes, part, reading_window, rate)
-        # Every object planned, in input order; those fetched without the cache have a stream in `window`.
-        opened: deque[_Target] = deque()
-        plans: deque[Any] = deque()  # each target's cache plan (None: no cache)
-        cache = object_cache(config)
-        targets = self._targets()
-        failure: Optional[Exception] = None
-        try:
-            while True:
-                try:
-                    target = next(targets)
-                except StopIteration:
-                    break
-                except Exception as error:
-                    # A bad input or a failed listing found while looking ahead: the objects before it are
-                    # yielded first, so errors arrive in input order, as request errors do.
-                    failure = error
-                    break
-                plan = (
-                    cache.plan(self.client, target.location, target.size, target.etag)
-                    if cache is not None
-                    else None
-                )
-                opened.append(target)
-                plans.append(plan)
-                if plan is not None and not plan.needs_get:
-                    # Served from the cache: no GET, but no further ahead than `prefetch` objects.
-                    while len(opened) > max(1, self.prefetch):
-                        yield self._next_ready(window, opened, plans)
-                    continue
-                while not window.has_room_for(target.size):
-                    yield self._next_ready(window, opened, plans, until=target)
-                first_window = window.window_of(target.size)
-                stream = self.client.open_native(target.location, window_bytes=first_window)
-                window.add(target.url, stream, target.size)
-            while opened:
-                yield self._next_ready(window, opened, plans)
-            if failure is not None:
-                raise failure
-        finally:
-            window.close()
-            for plan in plans:
-                if plan is not None:
-                    plan.release()
-            if cache is not None:
-                cache.flush_counts()
-
-    def _next_ready(
-        self,
-        window: PrefetchWindow,
-        opened: deque[_Target],
-        plans: deque[Any],
-        until: Optional[_Target] = None,
-    ) -> tuple[str, StreamWrapper]:
-        """The next object as the user gets it: a seekable stream whose response has arrived, so that a
-        missing or unreadable object raises here, when it is yielded, as the original loader did.
-        (`until`: the target just planned, not yet in the window, which must not be yielded yet.)"""
-        assert opened[0] is not until
-        target = opened.popleft()
-        plan = plans.popleft()
-        native = None
-        if plan is None or plan.needs_get:
-            _url, native = window.pop()
-        reading = {"size": target.size, "window_bytes": window.reading_window}
-        if plan is None:
-            stream = S3ObjectStream(ObjectReader(self.client, target.location, stream=native, **reading))
-        else:
-            stream = plan.open(self.client, target.location, native, **reading)
-        url = target.url
-        try:
-            stream.size  # noqa: B018 (waits for the response headers; raises the request's failure)
-        except BaseException:
-            stream.close()
-            raise
-        return url, StreamWrapper(stream, name=url)
+        fetched = fetch_in_order(
+            self.client,
+            self._targets(),
+            prefetch=self.prefetch,
+            max_inflight_bytes=self.max_inflight_bytes,
+            multi_part_download=self.multi_part_download,
+        )
+        with contextlib.closing(fetched):
+            for target, stream, error in fetched:
+                if error is not None:
+                    raise error  # in input order, when the object is reached, as the original loader did
+                yield target.url, StreamWrapper(stream, name=target.url)
 
     def __len__(self) -> int:
         total = len(self.source_datapipe)  # counts each prefix as one object, as the original did

@@ -8,15 +8,15 @@ import io
 import os
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
-from . import _core
-from .cache_entry import CacheEntry, CorruptEntry
-from .cache_entry_writer import EntryWriter
-from .reader import ObjectReader, seek_target
-from .url import S3Url
+from .. import _core
+from ..reader import ObjectReader, seek_target
+from ..url import S3Url
+from .entry import CacheEntry, CorruptEntry
+from .entry_writer import EntryWriter
 
 if TYPE_CHECKING:
-    from .cache import ObjectCache
-    from .client import S3Client
+    from ..client import S3Client
+    from .object_cache import ObjectCache
 
 __all__ = ["CachedObjectReader", "WriteThroughReader"]
 
@@ -108,6 +108,7 @@ class CachedObjectReader(io.RawIOBase):
         refetch: Callable[[int], io.RawIOBase],
     ) -> None:
         super().__init__()
+        self.location = location
         self.name = f"s3://{location.bucket}/{location.key}"
         self._entry = entry
         self._size = entry.size

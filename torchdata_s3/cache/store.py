@@ -10,9 +10,9 @@ Layout under ``cache_dir`` (one version folder, so a future format never misread
         state, state.lock               bytes in use and hit/miss counters, updated under the lock
 
 An entry's name is a hash of (bucket, key); its footer names the bucket, key, ETag and size, and holds the
-CRC-32 of each block of its bytes (the format: :mod:`torchdata_s3.cache_entry`). Opening an entry checks its
+CRC-32 of each block of its bytes (the format: :mod:`torchdata_s3.cache.entry`). Opening an entry checks its
 footer and size; each block is checked when it is read, before any of its bytes reach the reader, so a hit
-reads its bytes once. Entries are written by :mod:`torchdata_s3.cache_entry_writer`.
+reads its bytes once. Entries are written by :mod:`torchdata_s3.cache.entry_writer`.
 Entries appear by ``rename``, atomically: a reader sees a whole entry or none, and a writer killed mid-write
 leaves only a temp file, which the next process to open the cache deletes once no live writer holds its lock.
 
@@ -34,10 +34,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Optional
 
-from .cache_entry import CacheEntry, CorruptEntry, checked_entry, entry_name
-from .cache_entry_writer import EntryWriter
-from .cache_locks import WriterLock, WriterLocks
-from .cache_writes import WriteThreads
+from .entry import CacheEntry, CorruptEntry, checked_entry, entry_name
+from .entry_writer import EntryWriter
+from .locks import WriterLock, WriterLocks
+from .writes import WriteThreads
 
 __all__ = ["CacheStats", "CacheStore", "quoted_etag", "same_etag"]
 

@@ -17,7 +17,7 @@ import torch.distributed as dist
 from torch.utils.data import get_worker_info
 from torch.utils.data.datapipes.iter import IterableWrapper
 
-from .config import S3Config
+from ..config import S3Config
 from .lister import S3FileLister
 
 __all__ = ["list_files_once"]

@@ -8,12 +8,12 @@ from typing import Any, Callable, Optional
 
 from torch.utils.data.datapipes.datapipe import IterDataPipe
 
-from .client import S3Client
-from .config import S3Config
-from .options import config_from_arguments
+from ..client import S3Client
+from ..config import S3Config
+from ..options import config_from_arguments
+from ..url import parse_s3_url
+from ..writer import ObjectUploader, S3ObjectWriter
 from .sharding import as_datapipe
-from .url import parse_s3_url
-from .writer import ObjectUploader, S3ObjectWriter
 
 __all__ = ["S3FileSaver"]
 

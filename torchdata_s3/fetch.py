@@ -1,0 +1,144 @@
+"""Objects fetched in order, ahead of the reader: the engine every loading door uses.
+
+:func:`fetch_in_order` takes the objects to read, in the order they will be read, and yields each one's
+seekable :class:`~torchdata_s3.reader.S3ObjectStream` once its response has arrived, while up to
+``prefetch`` later objects download within a byte budget (:class:`~torchdata_s3.prefetch.PrefetchWindow`)
+and the local cache (``cache_dir``) serves what it holds. The DataPipe loader, the datasets and the
+``torchdata.nodes`` source differ only in where their objects come from and what they do with a failed one.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from typing import Any, NamedTuple, Optional
+
+from .cache.object_cache import object_cache
+from .client import S3Client
+from .errors import S3Error
+from .prefetch import PrefetchWindow
+from .reader import ObjectReader, S3ObjectStream
+from .url import S3Url
+
+__all__ = ["DEFAULT_MAX_INFLIGHT_BYTES", "DEFAULT_PREFETCH", "Fetched", "ObjectTarget", "fetch_in_order"]
+
+MiB = 1024 * 1024
+# Objects requested ahead of the one being read, and the bytes they may buffer (PrefetchWindow).
+DEFAULT_PREFETCH = 64
+DEFAULT_MAX_INFLIGHT_BYTES = 512 * MiB
+
+
+class ObjectTarget(NamedTuple):
+    """One object to read. ``size`` and ``etag`` are known when it came from a listing."""
+
+    url: str
+    location: S3Url
+    size: Optional[int] = None
+    etag: str = ""
+
+
+class Fetched(NamedTuple):
+    """An object as its reader gets it: a stream whose response has arrived, or the S3Error its request
+    failed with (the stream then is None and nothing is left open)."""
+
+    target: ObjectTarget
+    stream: Optional[S3ObjectStream]
+    error: Optional[S3Error]
+
+
+def check_prefetch(prefetch: int, max_inflight_bytes: int) -> None:
+    """Refuses prefetch settings that cannot work, naming them."""
+    if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
+        raise ValueError(f"prefetch must be an integer >= 0, got {prefetch!r}")
+    if (
+        not isinstance(max_inflight_bytes, int)
+        or isinstance(max_inflight_bytes, bool)
+        or max_inflight_bytes < 1
+    ):
+        raise ValueError(f"max_inflight_bytes must be a positive integer, got {max_inflight_bytes!r}")
+
+
+def fetch_in_order(
+    client: S3Client,
+    targets: Iterator[ObjectTarget],
+    *,
+    prefetch: int = DEFAULT_PREFETCH,
+    max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES,
+    multi_part_download: bool = True,
+) -> Iterator[Fetched]:
+    """Yields a :class:`Fetched` per target, in order, requesting up to ``prefetch`` objects ahead.
+
+    An object of known size (from a listing) may buffer up to ``read_window_bytes`` of itself ahead, one of
+    unknown size one part, all within ``max_inflight_bytes`` (see :class:`PrefetchWindow`). An exception
+    raised by ``targets`` itself (a bad URL, a failed listing) is raised after every object before it was
+    yielded, so errors arrive in input order. Closing the generator cancels every download not yet yielded.
+    """
+    config = client.config
+    part = config.part_size_bytes
+    reading_window = config.read_window_bytes if multi_part_download else part
+    rate = config.throughput_target_gbps * 1e9 / 8
+    window = PrefetchWindow(prefetch, max_inflight_bytes, part, reading_window, rate)
+    # Every object planned, in input order; those fetched without the cache have a stream in `window`.
+    opened: deque[ObjectTarget] = deque()
+    plans: deque[Any] = deque()  # each target's cache plan (None: no cache)
+    cache = object_cache(config)
+    failure: Optional[Exception] = None
+
+    def next_ready(until: Optional[ObjectTarget] = None) -> Fetched:
+        # `until`: the target just planned, not yet in the window, which must not be yielded yet.
+        assert opened[0] is not until
+        target = opened.popleft()
+        plan = plans.popleft()
+        native = None
+        if plan is None or plan.needs_get:
+            _url, native = window.pop()
+        reading = {"size": target.size, "window_bytes": window.reading_window}
+        if plan is None:
+            stream = S3ObjectStream(ObjectReader(client, target.location, stream=native, **reading))
+        else:
+            stream = plan.open(client, target.location, native, **reading)
+        try:
+            stream.size  # noqa: B018 (waits for the response headers; raises the request's failure)
+        except S3Error as error:
+            stream.close()
+            return Fetched(target, None, error)
+        except BaseException:
+            stream.close()
+            raise
+        return Fetched(target, stream, None)
+
+    try:
+        while True:
+            try:
+                target = next(targets)
+            except StopIteration:
+                break
+            except Exception as error:
+                # Found while looking ahead: the objects before it are yielded first.
+                failure = error
+                break
+            plan = (
+                cache.plan(client, target.location, target.size, target.etag) if cache is not None else None
+            )
+            opened.append(target)
+            plans.append(plan)
+            if plan is not None and not plan.needs_get:
+                # Served from the cache: no GET, but no further ahead than `prefetch` objects.
+                while len(opened) > max(1, prefetch):
+                    yield next_ready()
+                continue
+            while not window.has_room_for(target.size):
+                yield next_ready(until=target)
+            stream = client.open_native(target.location, window_bytes=window.window_of(target.size))
+            window.add(target.url, stream, target.size)
+        while opened:
+            yield next_ready()
+        if failure is not None:
+            raise failure
+    finally:
+        window.close()
+        for plan in plans:
+            if plan is not None:
+                plan.release()
+        if cache is not None:
+            cache.flush_counts()
