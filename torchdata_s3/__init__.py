@@ -34,6 +34,7 @@ from .datapipes.lister import S3FileLister
 from .datapipes.loader import S3FileLoader
 from .datapipes.saver import S3FileSaver
 from .datapipes.shared_listing import list_files_once
+from .datasets import DatasetStateError, MissingObjectWarning, S3IterableDataset, S3MapDataset
 from .errors import (
     InvalidS3UrlError,
     S3Error,
@@ -52,7 +53,9 @@ from .writer import S3ObjectWriter
 __version__ = _core.__version__
 
 __all__ = [
+    "DatasetStateError",
     "InvalidS3UrlError",
+    "MissingObjectWarning",
     "ObjectInfo",
     "ObjectSummary",
     "S3Client",
@@ -63,6 +66,8 @@ __all__ = [
     "S3FileNotFoundError",
     "S3FileSaver",
     "S3IntegrityError",
+    "S3IterableDataset",
+    "S3MapDataset",
     "S3NetworkError",
     "S3ObjectExistsError",
     "S3ObjectWriter",
@@ -82,8 +87,9 @@ _install_functional_names()
 
 def __getattr__(name: str) -> object:
     # torchdata_s3.dcp imports torch.distributed.checkpoint (seconds): only when it is first used.
-    if name == "dcp":
+    # torchdata_s3.nodes needs torchdata >= 0.10 (torchdata.nodes): only when it is first used.
+    if name in ("dcp", "nodes"):
         import importlib
 
-        return importlib.import_module(".dcp", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -559,3 +559,10 @@ class S3ObjectStream(io.BufferedReader):
 
     def __repr__(self) -> str:
         return f"<torchdata_s3 S3ObjectStream {self.raw.name}>"
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            f"an S3ObjectStream ({self.raw.name}) cannot be pickled or sent to another process: its bytes "
+            "are in this process. In a DataLoader with workers, pass transform= (e.g. lambda s: s.read(), "
+            "or a decoder) so that workers return data instead of streams"
+        )

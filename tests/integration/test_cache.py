@@ -22,8 +22,8 @@ from torch.utils.data.datapipes.iter import IterableWrapper
 from tests.fault_proxy import Fault, FaultProxy
 from torchdata_s3 import S3Config, S3Error, S3FileLoader, S3FileNotFoundError, S3NetworkError
 from torchdata_s3.cache import CacheUnavailableWarning, cache_info, clear_cache
-from torchdata_s3.cache.object_cache import main
 from torchdata_s3.cache.entry import BLOCK_BYTES, entry_name
+from torchdata_s3.cache.object_cache import main
 from torchdata_s3.cache.store import VERSION_DIR, CacheStore
 from torchdata_s3.client import S3Client
 from torchdata_s3.reader import S3ObjectStream

@@ -61,7 +61,9 @@ def test_the_classes_table_matches_the_code() -> None:
         assert pickle.loads(pickle.dumps(cls("message", url="s3://b/k"))).errno == expected
 
 
-@pytest.mark.parametrize("heading", ["### Input", "### Requests", "### Checkpoints"])
+@pytest.mark.parametrize(
+    "heading", ["### Input", "### Datasets and resume", "### Requests", "### Checkpoints"]
+)
 def test_every_class_in_the_catalogue_exists(heading: str) -> None:
     for row in table_rows(heading):
         raised = named(row[1])

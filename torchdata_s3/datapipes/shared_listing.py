@@ -9,15 +9,14 @@ even if objects are added to the bucket while the job starts.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Iterable
 from typing import Any, Optional, Union
 
 import torch.distributed as dist
-from torch.utils.data import get_worker_info
 from torch.utils.data.datapipes.iter import IterableWrapper
 
 from ..config import S3Config
+from ..distributed import computed_on_one_rank
 from .lister import S3FileLister
 
 __all__ = ["list_files_once"]
@@ -71,35 +70,10 @@ def list_files_once(
         )
         return list(lister)
 
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
-        return list_here()
-    if get_worker_info() is not None:
-        # A forked worker inherits the process group; a collective from there would wait forever.
-        raise RuntimeError(
-            "list_files_once is a collective for the main process of each rank; call it before creating "
-            "the DataLoader and pass the URLs in (in a DataLoader worker, use list_files_by_s3 instead)"
-        )
-
-    # One slot carries either the URL list or the failure, so that no rank waits for a list that never comes.
-    slot: list[Any] = [None]
-    if dist.get_rank() == source_rank:
-        try:
-            slot[0] = list_here()
-        except Exception as error:
-            slot[0] = _transferable(error, source_rank)
-            dist.broadcast_object_list(slot, src=source_rank, group=group)
-            raise
-    dist.broadcast_object_list(slot, src=source_rank, group=group)
-    received = slot[0]
-    if isinstance(received, BaseException):
-        raise received
-    return received
-
-
-def _transferable(error: Exception, source_rank: int) -> Exception:
-    """`error` if it survives pickling (S3 errors do), else a RuntimeError that describes it."""
-    try:
-        pickle.loads(pickle.dumps(error))
-    except Exception:
-        return RuntimeError(f"listing on rank {source_rank} failed: {error!r}")
-    return error
+    return computed_on_one_rank(
+        list_here,
+        what="list_files_once",
+        in_worker_hint=" (in a DataLoader worker, use list_files_by_s3 instead)",
+        source_rank=source_rank,
+        group=group,
+    )
