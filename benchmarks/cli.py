@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from benchmarks import datasets
-from benchmarks.clients import CEILING, CLIENTS, OURS, load
+from benchmarks.clients import CEILING, CLIENTS, OURS, ensure_paths, load
 from benchmarks.clients.common import Context
 from benchmarks.progress import Progress
 from benchmarks.report import summarize, table, validate, write_json
@@ -481,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.endpoint.nginx import ensure_nginx_installed
 
         ensure_nginx_installed()
+    ensure_paths(requested_clients(args), REPO)  # torchdata 0.11 for torchdata_s3-nodes, if requested
     manifests = ensure_datasets(args)
     if args.endpoint_url and args.upload:
         from benchmarks.upload import upload_missing

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchmarks.clients import DATASET_PEERS
 from benchmarks.report import validate
 
 
@@ -79,6 +80,8 @@ def render(document: dict[str, Any]) -> str:
         if comparison.get("ours_cpu_per_gb_vs_lowest_peer"):
             ratio = comparison["ours_cpu_per_gb_vs_lowest_peer"]
             summary.append(f"ours' CPU per GB / lowest peer's **{ratio:.2f}x**")
+        for variant, ratio in (comparison.get("variants_vs_their_peers") or {}).items():
+            summary.append(f"{variant} / {DATASET_PEERS[variant]} **{ratio:.2f}x**")
         lines += ["", "; ".join(summary), ""] if summary else [""]
     return "\n".join(lines)
 

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.clients import OURS, OURS_VARIANTS, is_peer
+from benchmarks.clients import DATASET_PEERS, OURS, OURS_VARIANTS, is_peer
 from benchmarks.runner import Case, Run
 from benchmarks.workloads import WORKLOADS, Workload
 
@@ -104,6 +104,12 @@ def summarize(cases: list[Case], runs: list[Run], meta: dict[str, Any]) -> dict[
                 if (ours_cpu and peers_cpu)
                 else None,
                 **(_secondary_ratios(workload, rows) if workload.secondary else {}),
+                # Each dataset variant of ours over the peer with the same loop around it (issue 20).
+                "variants_vs_their_peers": {
+                    variant: speedup(rows[variant]["median"], rows[peer]["median"], workload.higher_is_better)
+                    for variant, peer in DATASET_PEERS.items()
+                    if rows.get(variant, {}).get("median") and rows.get(peer, {}).get("median")
+                },
             }
         )
     return {
@@ -199,6 +205,8 @@ def table(document: dict[str, Any]) -> str:
             lines.append(f"  ours' median / its own {label}: {comparison['ours_vs_secondary']:.1f}x")
         for variant, ratio in (comparison.get("ours_secondary_vs_variants") or {}).items():
             lines.append(f"  ours' {label} / {variant}'s {label}: {ratio:.0%}")
+        for variant, ratio in (comparison.get("variants_vs_their_peers") or {}).items():
+            lines.append(f"  {variant} / {DATASET_PEERS[variant]}: {ratio:.2f}x")
         if comparison.get("ours_cpu_per_gb_vs_lowest_peer"):
             lines.append(
                 f"  ours' CPU per GB / lowest peer's: {comparison['ours_cpu_per_gb_vs_lowest_peer']:.2f}x"

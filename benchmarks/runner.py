@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from benchmarks.clients import CEILING
+from benchmarks.clients import CEILING, python_path
 from benchmarks.clients.common import Context
 from benchmarks.endpoint.access_log import AccessLog
 from benchmarks.workloads import WORKLOADS
@@ -93,7 +93,9 @@ def measure(
     """
     command = [sys.executable, "-m", "benchmarks.measure", client, case.workload]
     env = dict(os.environ, **BENCH_ENVIRONMENT, **environment)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    # The client's own directories (torchdata 0.11 for torchdata_s3-nodes) ahead of the environment's.
+    path = [str(REPO), *python_path(client, REPO), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(path).rstrip(os.pathsep)
     window_start = access_log.offset() if access_log else 0
     completed = subprocess.run(
         command,

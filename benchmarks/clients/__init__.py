@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
 from types import ModuleType
 
 from benchmarks.workloads import WORKLOADS as _REGISTRY
@@ -12,12 +17,18 @@ CLIENTS = {
     "torchdata_s3": "ours",
     "torchdata_s3-read_chunk": "ours_read_chunk",
     "torchdata_s3-open": "ours_open",  # upload-small one writer at a time, beside S3FileSaver
+    # Issue 20's entry points, on `small` and `images`: each beside load_files_by_s3 and its peer below.
+    "torchdata_s3-iterable": "ours_iterable",
+    "torchdata_s3-map": "ours_map",
+    "torchdata_s3-nodes": "ours_nodes",
     "fsspec": "fsspec_opener",
     "s3fs": "s3fs_direct",
     "boto3": "boto3_get",
     "boto3-transfer": "boto3_transfer",
     "torchdata-original": "torchdata_original",
     "s3torchconnector": "s3torchconnector_client",
+    "s3torchconnector-iterable": "s3torchconnector_iterable",
+    "s3torchconnector-map": "s3torchconnector_map",
     "raw-http": "raw_http",
     # The `epochs` workload's: ours without its cache, the peers' caches, and the local-disk ceiling.
     "torchdata_s3-nocache": "ours_nocache",
@@ -29,11 +40,67 @@ CLIENTS = {
 OURS = "torchdata_s3"
 # Other paths of ours (faster private ones, or one writer at a time), reported beside the headline figure;
 # never a peer, never the headline.
-OURS_VARIANTS = ("torchdata_s3-read_chunk", "torchdata_s3-nocache", "torchdata_s3-open")
+OURS_VARIANTS = (
+    "torchdata_s3-read_chunk",
+    "torchdata_s3-nocache",
+    "torchdata_s3-open",
+    "torchdata_s3-iterable",
+    "torchdata_s3-map",
+    "torchdata_s3-nodes",
+)
+# Each dataset variant of ours and the peer doing the same with the same loop around it: the report gives
+# their ratio beside "vs ours" (S3Source streams like an iterable dataset, so its peer is the iterable one).
+DATASET_PEERS = {
+    "torchdata_s3-iterable": "s3torchconnector-iterable",
+    "torchdata_s3-map": "s3torchconnector-map",
+    "torchdata_s3-nodes": "s3torchconnector-iterable",
+}
 CEILING = "raw-http"
 LOCAL_DISK = "local-disk"  # the `epochs` workload's ceiling: the dataset's files read from local disk
 CEILINGS = (CEILING, LOCAL_DISK)
 WORKLOADS = tuple(_REGISTRY)
+
+# Clients whose measuring process needs packages ahead of the harness's own, put first on its PYTHONPATH:
+# directory (relative to the repository) -> the pip requirement installed there (``pip install --no-deps
+# --target``) by :func:`ensure_paths` when missing. torchdata.nodes needs torchdata >= 0.10; the harness's
+# environment keeps torchdata 0.9, the `torchdata-original` peer's.
+TORCHDATA_NODES_PATH = "build/torchdata-0.11"
+PATH_REQUIREMENTS = {TORCHDATA_NODES_PATH: "torchdata==0.11.0"}
+PYTHONPATH = {"torchdata_s3-nodes": (TORCHDATA_NODES_PATH,)}
+
+
+def python_path(name: str, repo: Path) -> list[str]:
+    """The directories ahead of the harness's on `name`'s measuring process's path (absolute)."""
+    return [str(repo / directory) for directory in PYTHONPATH.get(name, ())]
+
+
+def ensure_paths(names: Iterable[str], repo: Path) -> None:
+    """Installs what the clients `names` need on their path (see :data:`PYTHONPATH`) where it is missing:
+    ``pip install --no-deps --target <dir> <requirement>`` into a fresh directory, renamed into place once
+    complete, so that an interrupted install is never taken for a finished one. If pip fails (no network),
+    it says so and goes on: those clients then fail their content check, which the report records."""
+    names = list(names)
+    for directory in sorted({d for name in names for d in PYTHONPATH.get(name, ())}):
+        target = repo / directory
+        if target.is_dir():
+            continue
+        requirement = PATH_REQUIREMENTS[directory]
+        needing = ", ".join(name for name in names if directory in PYTHONPATH.get(name, ()))
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        print(f"installing {requirement} into {target} (for {needing})", file=sys.stderr, flush=True)
+        command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(partial)]
+        completed = subprocess.run([*command, requirement], check=False)
+        if completed.returncode != 0:
+            shutil.rmtree(partial, ignore_errors=True)
+            print(
+                f"could not install {requirement} (pip exit {completed.returncode}): {needing} will fail; "
+                f"install it by hand with `pip install --no-deps --target {target} {requirement}`",
+                file=sys.stderr,
+                flush=True,
+            )
+            continue
+        partial.rename(target)
 
 
 def is_peer(name: str) -> bool:
