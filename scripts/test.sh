@@ -2,10 +2,12 @@
 # The test command: installs everything it needs (torch, the package and its test extras, nginx with apt),
 # builds the package, lints, fuzzes, runs the native tests
 # under ASan + UBSan, builds the aws-lc variant and runs the TLS tests against it, then runs every test
-# (README, "Sanitizers and fuzzing").
+# (README, "Sanitizers and fuzzing"), then the tests that concern torchdata 0.11 and no torchdata
+# (scripts/torchdata-generations.sh).
 # Usage: scripts/test.sh [pytest arguments]   (with arguments: only those tests, no fuzzing, sanitizers or
 #        aws-lc build)
 # Environment: FUZZ_SECONDS per fuzz target [30]; SANITIZE=0 skips the sanitizer build and its tests;
+#              GENERATIONS=0 skips the runs with torchdata 0.11 and without torchdata;
 #              AWS_LC=0 skips the aws-lc build and its tests; TEST_PROCESSES: processes of the full run and
 #              the sanitizer run (scripts/pytest-processes.sh).
 set -euo pipefail
@@ -31,6 +33,9 @@ fi
 # shellcheck source=scripts/pytest-processes.sh
 source scripts/pytest-processes.sh
 python -m pytest --rootdir="$PWD" -c "$PWD/pyproject.toml" "${pytest_process_args[@]}" "$PWD/tests" "$@"
+if (($# == 0)) && [[ "${GENERATIONS:-1}" != 0 ]]; then
+    bash scripts/torchdata-generations.sh
+fi
 if ((checks_status != 0)); then
     echo "test.sh: fuzzing, the sanitizer run or the aws-lc run failed (exit $checks_status); see above" >&2
     exit "$checks_status"
