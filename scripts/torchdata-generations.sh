@@ -18,9 +18,10 @@ source scripts/pytest-processes.sh
 run_pytest() {
     python -m pytest --rootdir="$PWD" -c "$PWD/pyproject.toml" "${pytest_process_args[@]}" "$@"
 }
-echo "== torchdata $TORCHDATA_NODES_VERSION: nodes, StatefulDataLoader, datasets"
+echo "== torchdata $TORCHDATA_NODES_VERSION: nodes, StatefulDataLoader (also under torchrun), datasets"
 PYTHONPATH="$PWD/$target${PYTHONPATH:+:$PYTHONPATH}" run_pytest \
     "$PWD/tests/nodes" "$PWD/tests/integration/test_stateful_dataloader.py" \
+    "$PWD/tests/integration/test_elastic_resume.py" \
     "$PWD/tests/integration/test_datasets.py" "$PWD/tests/unit/test_torchdata_generations.py"
 echo "== without torchdata: datasets and DataPipes on torch alone"
 PYTHONPATH="$PWD/tests/without_torchdata${PYTHONPATH:+:$PYTHONPATH}" run_pytest \
