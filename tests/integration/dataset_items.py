@@ -13,6 +13,13 @@ def payload(index: int) -> bytes:
     return seed * (8 + index * 5)
 
 
+def put_numbered_objects(boto_s3, bucket: str, folder: str, count: int) -> str:  # type: ignore[no-untyped-def]
+    """Objects ``folder/000`` ... holding ``payload(index)``; returns the ``s3://bucket/folder/`` prefix."""
+    for index in range(count):
+        boto_s3.put_object(Bucket=bucket, Key=f"{folder}/{index:03d}", Body=payload(index))
+    return f"s3://{bucket}/{folder}/"
+
+
 def key_and_bytes(stream: S3ObjectStream) -> tuple[str, bytes]:
     """A transform: the object's key and its whole contents."""
     return stream.key, stream.read()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.dataset_items import payload
+from tests.integration.dataset_items import put_numbered_objects
 
 pytest.importorskip("torchdata.stateful_dataloader", reason="StatefulDataLoader: torchdata >= 0.8")
 
@@ -24,9 +24,7 @@ OBJECTS = 29
 
 @pytest.fixture
 def prefix(boto_s3, bucket: str) -> str:  # type: ignore[no-untyped-def]
-    for index in range(OBJECTS):
-        boto_s3.put_object(Bucket=bucket, Key=f"epoch/{index:03d}", Body=payload(index))
-    return f"s3://{bucket}/epoch/"
+    return put_numbered_objects(boto_s3, bucket, "epoch", OBJECTS)
 
 
 def torchrun(ranks: int, mode: str, work: Path, prefix: str) -> list[dict[str, list[str]]]:

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from tests.integration.dataset_items import key_and_bytes, payload
+from tests.integration.dataset_items import key_and_bytes, put_numbered_objects
 from torchdata_s3 import S3IterableDataset
 
 stateful_dataloader = pytest.importorskip("torchdata.stateful_dataloader", reason="torchdata >= 0.8")
@@ -22,9 +22,7 @@ COUNT = 30
 
 @pytest.fixture
 def prefix(boto_s3, bucket: str) -> str:  # type: ignore[no-untyped-def]
-    for index in range(COUNT):
-        boto_s3.put_object(Bucket=bucket, Key=f"train/{index:03d}", Body=payload(index))
-    return f"s3://{bucket}/train/"
+    return put_numbered_objects(boto_s3, bucket, "train", COUNT)
 
 
 def keys_of(batch: list) -> list[str]:

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 from torchdata.nodes import Batcher, Loader, ParallelMapper, Prefetcher
 
-from tests.integration.dataset_items import key_and_bytes, payload
+from tests.integration.dataset_items import key_and_bytes, payload, put_numbered_objects
 from tests.nodes.save_load_pattern import check_save_load_state
 from torchdata_s3 import DatasetStateError, S3IterableDataset
 from torchdata_s3.nodes import S3Source
@@ -22,9 +22,7 @@ COUNT = 17
 
 @pytest.fixture
 def prefix(boto_s3, bucket: str) -> str:  # type: ignore[no-untyped-def]
-    for index in range(COUNT):
-        boto_s3.put_object(Bucket=bucket, Key=f"shards/{index:03d}", Body=payload(index))
-    return f"s3://{bucket}/shards/"
+    return put_numbered_objects(boto_s3, bucket, "shards", COUNT)
 
 
 def keys(items: list) -> list[str]:

@@ -29,6 +29,7 @@ __all__ = [
     "DatasetStateError",
     "EpochProgress",
     "check_identity",
+    "check_seed",
     "epoch_order",
     "merge_progress",
     "progress_from_state",
@@ -43,6 +44,12 @@ class DatasetStateError(ValueError):
     """A state that cannot be applied to this dataset: saved from another one (other URLs, seed, shuffle or
     listing), malformed, or an incomplete set of shard states for an elastic resume. The message says what
     differs."""
+
+
+def check_seed(seed: object) -> None:
+    """Refuses a shuffle seed that is not an integer (it must be the same on every rank and run)."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an integer, got {seed!r}")
 
 
 def _seed_of(seed: int, epoch: int) -> int:

@@ -14,6 +14,7 @@ from .epochs import (
     DatasetStateError,
     EpochProgress,
     check_identity,
+    check_seed,
     merge_progress,
     progress_from_state,
     state_of,
@@ -52,8 +53,7 @@ class S3IterableDataset(IterableDataset):
 
     def __init__(self, objects: DatasetObjects, *, shuffle: bool = False, seed: int = 0) -> None:
         super().__init__()
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise TypeError(f"seed must be an integer, got {seed!r}")
+        check_seed(seed)
         self._objects = objects
         self.shuffle = bool(shuffle)
         self.seed = seed

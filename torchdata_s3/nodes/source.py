@@ -7,7 +7,7 @@ from typing import Any, Optional, Union
 
 from torchdata.nodes import BaseNode
 
-from ..datasets.epochs import EpochProgress, progress_from_state, state_of
+from ..datasets.epochs import EpochProgress, check_seed, progress_from_state, state_of
 from ..datasets.objects import DatasetObjects, Transform
 from ..distributed import rank_and_world_size
 
@@ -43,8 +43,7 @@ class S3Source(BaseNode):
         **options: Any,
     ) -> None:
         super().__init__()
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise TypeError(f"seed must be an integer, got {seed!r}")
+        check_seed(seed)
         self._objects = DatasetObjects(
             url_or_urls, from_prefix=_from_prefix, transform=transform, skip_missing=skip_missing, **options
         )
