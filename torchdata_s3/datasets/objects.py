@@ -194,7 +194,7 @@ class DatasetObjects:
         ``on_passed`` is called once per index as it is passed (yielded or skipped), before its item is
         yielded, so that a state taken while the item is in the consumer's hands counts it.
         """
-        targets = (self.target(int(index)) for index in indices)
+        targets = (self.target(index) for index in indices)
         fetched = fetch_in_order(
             self.client, targets, prefetch=self.prefetch, max_inflight_bytes=self.max_inflight_bytes
         )
