@@ -7,7 +7,9 @@ MODE:
 - ``save``: each rank reads ``rank + 1`` batches, saves its loader state (WORK_DIR/state-rank<r>.pt) and the
   keys it consumed, then reads on to the end of the epoch and records that rest (what a resume must give).
   Rank 0 also merges every rank's state (all_gather_object) into WORK_DIR/merged.pt.
-- ``resume-same``: each rank loads its own loader state and reads the rest of the epoch.
+- ``resume-same``: each rank loads its own loader state and reads the rest of the epoch; here the dataset is
+  built before ``init_process_group`` and the workers are spawned, so they learn their rank from the
+  dataset's pickle.
 - ``resume-elastic``: each rank loads the merged state into its dataset and reads what it deals it.
 Every rank writes what it read to WORK_DIR/<mode>-rank<r>.json.
 """
@@ -37,12 +39,18 @@ def keys_of(batch: list) -> list[str]:
 def main() -> None:
     mode, work, prefix = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     faulthandler.dump_traceback_later(SCRIPT_TIMEOUT_S, exit=True)
+    if mode == "resume-same":
+        dataset = S3IterableDataset.from_prefix(prefix, shuffle=True, seed=21, transform=key_and_bytes)
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
-    dataset = S3IterableDataset.from_prefix(prefix, shuffle=True, seed=21, transform=key_and_bytes)
+    if mode != "resume-same":
+        dataset = S3IterableDataset.from_prefix(prefix, shuffle=True, seed=21, transform=key_and_bytes)
     if mode == "resume-elastic":
         dataset.load_state_dict(torch.load(work / "merged.pt", weights_only=False))
-    loader = StatefulDataLoader(dataset, batch_size=2, num_workers=2, collate_fn=keys_of)
+    context = "spawn" if mode == "resume-same" else "fork"
+    loader = StatefulDataLoader(
+        dataset, batch_size=2, num_workers=2, collate_fn=keys_of, multiprocessing_context=context
+    )
     if mode == "resume-same":
         loader.load_state_dict(torch.load(work / f"state-rank{rank}.pt", weights_only=False))
 

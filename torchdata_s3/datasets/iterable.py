@@ -144,6 +144,13 @@ class S3IterableDataset(IterableDataset):
         self._epoch = epoch
         self._epoch_chosen = True
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A spawned DataLoader worker never has torch.distributed initialized: it learns its rank from the
+        # main process, as of when the DataLoader starts it (the dataset may be built before init).
+        state = self.__dict__.copy()
+        state["_ranks"] = rank_and_world_size() or self._ranks
+        return state
+
     # -- iteration ----------------------------------------------------------------------------------------
 
     def _layout(self) -> tuple[int, int]:
