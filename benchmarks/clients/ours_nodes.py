@@ -4,16 +4,25 @@ variant of ours, reported beside the headline ``torchdata_s3`` (load_files_by_s3
 ``torchdata.nodes`` needs torchdata >= 0.10, and the harness's environment has torchdata 0.9 (the
 ``torchdata-original`` peer's). So this client's measuring process (each measurement runs in one of its own)
 gets torchdata 0.11 first on its path: ``PYTHONPATH`` in ``benchmarks.clients``, the directory made by
-``benchmarks.clients.ensure_paths`` when missing. This module imports torchdata only inside the measurement:
-the harness itself imports it to see which workloads it has.
+``benchmarks.clients.ensure_paths`` when missing. This module needs torchdata.nodes only inside the
+measurement: the harness itself imports it to see which workloads it has, and there it is missing.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import torch  # noqa: F401  (imported before the measurement's RSS baseline, as every client's library is)
+
 from .common import Context, Measurement
 from .dataset_loaders import WORKERS, consume, prefix_url, transform_for
+
+try:  # in the measuring process, whose path has torchdata 0.11 first: imported before the RSS baseline too
+    import torchdata.nodes  # noqa: F401
+
+    import torchdata_s3.nodes  # noqa: F401
+except ImportError:  # the harness's own process (torchdata 0.9), which only asks which workloads it has
+    pass
 
 NAME = "torchdata_s3-nodes"
 CONFIGURATION = (
