@@ -6,8 +6,8 @@
 On the embedded endpoint, over the `listing` dataset's tiny objects: the state is saved after really
 consuming 80% of the epoch through S3IterableDataset (outside the clock). Then, interleaved, each round
 builds a dataset (its listing is outside the clock, as a job builds its dataset before training) and times,
-with the calls a user makes, a fresh epoch (``next(iter(dataset))``) and a resumed one
-(``dataset.load_state_dict(state); next(iter(dataset))``), shuffled, as training reads. Prints medians.
+with the calls a user makes (its transform reads each object), a fresh epoch (``next(iter(dataset))``) and
+a resumed one (``dataset.load_state_dict(state); next(iter(dataset))``), shuffled. Prints medians.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def build(endpoint_url: str, prefix: str) -> torchdata_s3.S3IterableDataset:
         prefix,
         shuffle=True,
         seed=1,
-        transform=lambda stream: stream.key,
+        transform=lambda stream: (stream.key, stream.read()),
         endpoint_url=endpoint_url,
         anonymous=True,
     )

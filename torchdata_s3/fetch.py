@@ -98,7 +98,10 @@ def fetch_in_order(
         else:
             stream = plan.open(client, target.location, native, **reading)
         try:
-            stream.size  # noqa: B018 (waits for the response headers; raises the request's failure)
+            # Waits for the response headers and raises the request's failure. Not `size`: a listing gives
+            # the size, and the object would then be yielded before its answer, its failure coming from
+            # the reader's first read instead of here, at its turn.
+            stream.etag  # noqa: B018
         except S3Error as error:
             stream.close()
             return Fetched(target, None, error)

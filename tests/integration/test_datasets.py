@@ -239,6 +239,25 @@ def test_objects_deleted_before_resume_raise_naming_them_or_are_skipped(
     assert keys(first) + keys(rest) == [key for key in expected_keys() if key != "data/009.bin"]
 
 
+@pytest.mark.parametrize("skip_missing", [False, True])
+def test_an_object_deleted_after_the_listing_raises_at_its_turn_or_is_skipped(  # type: ignore[no-untyped-def]
+    prefix: str, boto_s3, bucket: str, skip_missing: bool
+) -> None:
+    # The listing gave its size: the dataset must still wait for its answer before yielding it, so that the
+    # error comes at its turn, typed and naming it, and not from inside the transform's read.
+    dataset = S3IterableDataset.from_prefix(prefix, transform=key_and_bytes, skip_missing=skip_missing)
+    boto_s3.delete_object(Bucket=bucket, Key="data/002.bin")
+    iterator = iter(dataset)
+    assert keys([next(iterator), next(iterator)]) == ["data/000.bin", "data/001.bin"]
+    if skip_missing:
+        with pytest.warns(MissingObjectWarning, match=r"skipped s3://.*/data/002\.bin"):
+            assert next(iterator)[0] == "data/003.bin"
+    else:
+        with pytest.raises(torchdata_s3.S3FileNotFoundError) as raised:
+            next(iterator)
+        assert raised.value.url == f"{prefix}002.bin"
+
+
 def test_an_empty_prefix_warns_for_the_iterable_and_raises_for_the_map_dataset(bucket: str) -> None:
     with pytest.warns(UserWarning, match="no objects under s3://.*/nothing/; every epoch is empty"):
         dataset = S3IterableDataset.from_prefix(f"s3://{bucket}/nothing/")
