@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.clients import DATASET_PEERS
+from benchmarks.clients import DATALOADER_CEILING, DATASET_PEERS, LOADER_IN_DATALOADER
 from benchmarks.report import validate
 
 
@@ -82,6 +82,10 @@ def render(document: dict[str, Any]) -> str:
             summary.append(f"ours' CPU per GB / lowest peer's **{ratio:.2f}x**")
         for variant, ratio in (comparison.get("variants_vs_their_peers") or {}).items():
             summary.append(f"{variant} / {DATASET_PEERS[variant]} **{ratio:.2f}x**")
+        for door, ratio in (comparison.get("doors_vs_loader_in_dataloader") or {}).items():
+            summary.append(f"{door} / {LOADER_IN_DATALOADER} **{ratio:.2f}x**")
+        for client, ratio in (comparison.get("vs_dataloader_ceiling") or {}).items():
+            summary.append(f"{client} / {DATALOADER_CEILING} **{ratio:.0%}**")
         lines += ["", "; ".join(summary), ""] if summary else [""]
     return "\n".join(lines)
 

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from benchmarks.clients import CEILING, python_path
+from benchmarks.clients import CEILING, CONTENTLESS, python_path
 from benchmarks.clients.common import Context
 from benchmarks.endpoint.access_log import AccessLog
 from benchmarks.workloads import WORKLOADS
@@ -126,14 +126,20 @@ def check(client: str, case: Case, result: dict, *, content: bool) -> None:
     adapter computes a digest, or what a write workload wrote is read back) must also deliver exactly the
     dataset's content. The ceiling's downloads (curl into /dev/null) have no digest; where the endpoint counts
     bytes, it must have sent the ceiling every byte it claims. Its uploads are read back like any client's.
+    The DataLoader ceiling makes its bytes in memory: it must deliver the dataset's byte count.
     """
     writes = WORKLOADS[case.workload].writes
     if result["items"] != case.expected_items:
         raise RuntimeError(
             f"{client} {case.workload}: read {result['items']} items, expected {case.expected_items}"
         )
-    if content and (client != CEILING or writes) and result["digest"] != case.expected_digest:
+    contentless = client in CONTENTLESS and not writes
+    if content and not contentless and result["digest"] != case.expected_digest:
         raise RuntimeError(f"{client} {case.workload}: content digest differs from the dataset's")
+    expected_bytes = sum(case.context.sizes)
+    if contentless and client != CEILING and case.context.sizes and result["bytes"] != expected_bytes:
+        moved = result["bytes"]
+        raise RuntimeError(f"{client} {case.workload}: moved {moved} bytes, expected {expected_bytes}")
     fetched = result.get("fetched_bytes")
     if client == CEILING and not writes and fetched is not None and fetched < result["bytes"]:
         raise RuntimeError(f"{client} {case.workload}: claims {result['bytes']} bytes, was sent {fetched}")

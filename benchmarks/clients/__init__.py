@@ -18,6 +18,9 @@ CLIENTS = {
     "torchdata_s3-read_chunk": "ours_read_chunk",
     "torchdata_s3-open": "ours_open",  # upload-small one writer at a time, beside S3FileSaver
     # Issue 20's entry points, on `small` and `images`: each beside load_files_by_s3 and its peer below.
+    # load_files_by_s3 in the dataset doors' 2-worker DataLoader: what those doors are judged against like
+    # for like (the headline row above reads in the main process, with no DataLoader).
+    "torchdata_s3-dataloader": "ours_dataloader",
     "torchdata_s3-iterable": "ours_iterable",
     "torchdata_s3-map": "ours_map",
     "torchdata_s3-nodes": "ours_nodes",
@@ -30,6 +33,9 @@ CLIENTS = {
     "s3torchconnector-iterable": "s3torchconnector_iterable",
     "s3torchconnector-map": "s3torchconnector_map",
     "raw-http": "raw_http",
+    # The DataLoader transport alone (in-memory bytes through the same 2-worker loader): `small`'s second
+    # ceiling, the bound of every row that ends in that loader.
+    "dataloader-ceiling": "dataloader_ceiling",
     # The `epochs` workload's: ours without its cache, the peers' caches, and the local-disk ceiling.
     "torchdata_s3-nocache": "ours_nocache",
     "fsspec-filecache": "fsspec_filecache",
@@ -44,6 +50,7 @@ OURS_VARIANTS = (
     "torchdata_s3-read_chunk",
     "torchdata_s3-nocache",
     "torchdata_s3-open",
+    "torchdata_s3-dataloader",
     "torchdata_s3-iterable",
     "torchdata_s3-map",
     "torchdata_s3-nodes",
@@ -55,9 +62,26 @@ DATASET_PEERS = {
     "torchdata_s3-map": "s3torchconnector-map",
     "torchdata_s3-nodes": "s3torchconnector-iterable",
 }
+# load_files_by_s3 in the same 2-worker DataLoader as the dataset doors: each door's like-for-like baseline
+# ("within 10% of load_files_by_s3"), reported beside the ratio to the headline (in-process) row.
+LOADER_IN_DATALOADER = "torchdata_s3-dataloader"
+DATASET_DOORS = tuple(DATASET_PEERS)
 CEILING = "raw-http"
 LOCAL_DISK = "local-disk"  # the `epochs` workload's ceiling: the dataset's files read from local disk
-CEILINGS = (CEILING, LOCAL_DISK)
+# What the 2-worker DataLoader alone moves (no S3): a reference for the rows that end in that loader (not
+# torchdata_s3-nodes, whose ParallelMapper threads stay in one process).
+DATALOADER_CEILING = "dataloader-ceiling"
+DATALOADER_ROWS = (
+    LOADER_IN_DATALOADER,
+    "torchdata_s3-iterable",
+    "torchdata_s3-map",
+    "s3torchconnector-iterable",
+    "s3torchconnector-map",
+)
+CEILINGS = (CEILING, LOCAL_DISK, DATALOADER_CEILING)
+# Ceilings that deliver no dataset content (curl into /dev/null; bytes made in memory): the content check
+# takes their byte count instead of a digest.
+CONTENTLESS = (CEILING, DATALOADER_CEILING)
 WORKLOADS = tuple(_REGISTRY)
 
 # Clients whose measuring process needs packages ahead of the harness's own, put first on its PYTHONPATH:

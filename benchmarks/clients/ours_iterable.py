@@ -29,14 +29,14 @@ def dataset(ctx: Context, workload: str) -> torchdata_s3.S3IterableDataset:
     )
 
 
+def make_loader(objects: torchdata_s3.S3IterableDataset) -> DataLoader:
+    """The dataset doors' DataLoader, which ``torchdata_s3-dataloader`` and the DataLoader ceiling share."""
+    return DataLoader(objects, batch_size=None, num_workers=WORKERS)
+
+
 def _measure(ctx: Context, workload: str) -> Measurement:
     objects = dataset(ctx, workload)
-    return consume(
-        workload,
-        lambda: DataLoader(objects, batch_size=None, num_workers=WORKERS),
-        ctx,
-        batched=False,
-    )
+    return consume(workload, lambda: make_loader(objects), ctx, batched=False)
 
 
 def small(ctx: Context) -> Measurement:

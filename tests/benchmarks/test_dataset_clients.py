@@ -16,12 +16,18 @@ import torch
 from benchmarks import datasets
 from benchmarks.clients import (
     CLIENTS,
+    DATALOADER_CEILING,
     DATASET_PEERS,
+    LOADER_IN_DATALOADER,
     OURS,
     PYTHONPATH,
     TORCHDATA_NODES_PATH,
+    dataloader_ceiling,
     ensure_paths,
+    is_peer,
     load,
+    ours_dataloader,
+    ours_iterable,
     ours_map,
     python_path,
 )
@@ -69,6 +75,13 @@ def verified_case(workload: str, endpoint: LocalEndpoint, manifests: tuple[Path,
         num_workers=2 if workload == "images" else 0,  # as benchmarks.cli builds the cases
     )
     return Case(workload, "", context, len(manifest.keys), manifest.digest, "items/s")
+
+
+def test_the_dataloader_rows_are_registered() -> None:
+    assert CLIENTS[LOADER_IN_DATALOADER] == "ours_dataloader" and CLIENTS[DATALOADER_CEILING]
+    assert all(hasattr(load(LOADER_IN_DATALOADER), workload) for workload in WORKLOADS)
+    assert hasattr(load(DATALOADER_CEILING), "small") and not hasattr(load(DATALOADER_CEILING), "images")
+    assert not is_peer(LOADER_IN_DATALOADER) and not is_peer(DATALOADER_CEILING)
 
 
 def test_the_dataset_clients_are_registered_with_both_workloads() -> None:
@@ -183,3 +196,98 @@ def test_each_dataset_variant_is_compared_with_its_peer() -> None:
     assert comparison["clients"]["torchdata_s3-map"]["ratio_to_ours"] == pytest.approx(0.95)
     rendered = table({"meta": {}, "comparisons": [comparison]})
     assert "torchdata_s3-map / s3torchconnector-map: 19.00x" in rendered
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_load_files_by_s3_in_the_dataloader_reads_the_right_bytes(
+    workload: str, endpoint: LocalEndpoint, manifests: tuple[Path, dict]
+) -> None:
+    case = verified_case(workload, endpoint, manifests)
+    log = AccessLog(endpoint.access_log)
+    start = log.offset()
+    result = run(LOADER_IN_DATALOADER, workload, case.context)
+    check(LOADER_IN_DATALOADER, case, result, content=True)  # every object once, the dataset's digest
+    served = log.since(start)
+    assert served.requests >= len(case.context.keys)  # the URLs are given: no listing
+    assert served.body_bytes >= sum(case.context.sizes)
+    assert result["seconds"] > 0 and result["cpu_seconds"] > 0
+
+
+def test_the_dataloader_rows_share_the_iterable_doors_loader(
+    endpoint: LocalEndpoint, manifests: tuple[Path, dict]
+) -> None:
+    """Same batch_size, collate, workers and start method as torchdata_s3-iterable's DataLoader."""
+    context = verified_case("small", endpoint, manifests).context
+    loaders = [
+        ours_iterable.make_loader(ours_iterable.dataset(context, "small")),
+        ours_dataloader.make_loader(context, "small", ours_dataloader._config(context)),
+        dataloader_ceiling.make_loader(context),
+    ]
+
+    def settings(loader: torch.utils.data.DataLoader) -> tuple:
+        return (
+            loader.batch_size,
+            loader.num_workers,
+            loader.collate_fn,
+            loader.multiprocessing_context,
+            loader.pin_memory,
+            loader.prefetch_factor,
+            loader.persistent_workers,
+        )
+
+    assert settings(loaders[1]) == settings(loaders[0]) == settings(loaders[2])
+    assert loaders[0].num_workers == 2 and loaders[0].batch_size is None
+
+
+def test_the_dataloader_ceiling_moves_the_datasets_sizes_without_s3(
+    endpoint: LocalEndpoint, manifests: tuple[Path, dict]
+) -> None:
+    case = verified_case("small", endpoint, manifests)
+    sizes = [*case.context.sizes[:-1], case.context.sizes[-1] - 5]  # not all equal: each size its own
+    case.context.sizes = sizes
+    log = AccessLog(endpoint.access_log)
+    start = log.offset()
+    result = run(DATALOADER_CEILING, "small", case.context)
+    assert log.since(start).requests == 0  # no S3, no network
+    check(DATALOADER_CEILING, case, result, content=True)  # the count and the bytes; it has no content
+    assert result["items"] == len(sizes) and result["bytes"] == sum(sizes)
+    assert result["digest"] != case.expected_digest  # in-memory bytes, not the dataset's
+    with pytest.raises(RuntimeError, match="moved"):
+        check(DATALOADER_CEILING, case, {**result, "bytes": result["bytes"] - 1}, content=False)
+    # Each worker takes every second object (as the iterable dataset deals them), each a new bytes object.
+    objects = dataloader_ceiling.InMemoryObjects(sizes)
+    blobs = list(objects)
+    assert [len(blob) for blob in blobs] == sizes and len({id(blob) for blob in blobs}) == len(blobs)
+
+
+def test_the_doors_are_compared_with_load_files_by_s3_in_their_dataloader_and_its_ceiling() -> None:
+    case = Case("small", "", Context("http://unused", "b", "small/", ["k"]), 1, 0, "objects/s")
+    figures = {
+        OURS: 4000.0,
+        LOADER_IN_DATALOADER: 1000.0,
+        "torchdata_s3-iterable": 950.0,
+        "torchdata_s3-map": 800.0,
+        "torchdata_s3-nodes": 2000.0,
+        "s3torchconnector-iterable": 500.0,
+        DATALOADER_CEILING: 1250.0,
+    }
+    runs = [Run(client, "small", "", 0, figure, 1.0, 1, 10**6, 0, 0) for client, figure in figures.items()]
+    [comparison] = summarize([case], runs, {"profile": "fast"})["comparisons"]
+    assert comparison["doors_vs_loader_in_dataloader"] == {
+        "torchdata_s3-iterable": pytest.approx(0.95),
+        "torchdata_s3-map": pytest.approx(0.8),
+        "torchdata_s3-nodes": pytest.approx(2.0),
+    }
+    assert comparison["vs_dataloader_ceiling"] == {  # the rows that end in the 2-worker DataLoader
+        LOADER_IN_DATALOADER: pytest.approx(0.8),
+        "torchdata_s3-iterable": pytest.approx(0.76),
+        "torchdata_s3-map": pytest.approx(0.64),
+        "s3torchconnector-iterable": pytest.approx(0.4),
+    }
+    # The headline's ratios stay; neither new row is a peer (the best peer is s3torchconnector-iterable).
+    assert comparison["clients"]["torchdata_s3-iterable"]["ratio_to_ours"] == pytest.approx(0.2375)
+    assert comparison["ours_vs_best_peer"] == pytest.approx(8.0)
+    rendered = table({"meta": {}, "comparisons": [comparison]})
+    assert "torchdata_s3-iterable / torchdata_s3-dataloader: 0.95x" in rendered
+    assert "torchdata_s3-dataloader / dataloader-ceiling: 80%" in rendered
+    assert "ours / raw-http ceiling" not in rendered  # raw-http did not run
