@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from .common import Context, Measurement
-from .dataset_loaders import WORKERS, consume
+from .dataset_loaders import WORKERS, consume, iterable_loader
 
 NAME = "dataloader-ceiling"
 CONFIGURATION = (
@@ -47,7 +47,7 @@ class InMemoryObjects(IterableDataset):
 
 
 def make_loader(ctx: Context) -> DataLoader:
-    return DataLoader(InMemoryObjects(ctx.sizes), batch_size=None, num_workers=WORKERS)
+    return iterable_loader(InMemoryObjects(ctx.sizes))
 
 
 def small(ctx: Context) -> Measurement:

@@ -15,6 +15,8 @@ import functools
 from collections.abc import Iterable, Iterator
 from typing import Any, Callable
 
+from torch.utils.data import DataLoader
+
 from .common import Context, Measurement, consume_bytes_objects
 from .images import consume_images, decode
 
@@ -63,6 +65,30 @@ def consume(
     if workload == "images":
         return consume_images(lambda: _items(make_loader, batched), ctx)
     raise ValueError(f"no dataset consumer for the {workload} workload")
+
+
+def iterable_loader(objects: Any) -> DataLoader:
+    """The DataLoader every iterable row uses (ours, s3torchconnector's, load_files_by_s3, the ceiling)."""
+    return DataLoader(objects, batch_size=None, num_workers=WORKERS)
+
+
+def map_loader(objects: Any) -> DataLoader:
+    """The DataLoader every map-style row uses: shuffled batches, so ``__getitems__`` gets a batch."""
+    return DataLoader(
+        objects, batch_size=MAP_BATCH_SIZE, shuffle=True, num_workers=WORKERS, collate_fn=keep_list
+    )
+
+
+def measured(
+    build: Callable[[Context, str], Any], make_loader: Callable[[Any], Iterable[Any]], *, batched: bool
+) -> Callable[[Context, str], Measurement]:
+    """A client's measurement of one workload: the dataset built before the clock, then one timed pass."""
+
+    def measure(ctx: Context, workload: str) -> Measurement:
+        objects = build(ctx, workload)
+        return consume(workload, lambda: make_loader(objects), ctx, batched=batched)
+
+    return measure
 
 
 def prefix_url(ctx: Context) -> str:

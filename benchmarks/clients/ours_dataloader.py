@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader
 from torch.utils.data.datapipes.iter import IterableWrapper
 
 from .common import Context, Measurement
-from .dataset_loaders import WORKERS, consume, transform_for
+from .dataset_loaders import WORKERS, consume, iterable_loader, transform_for
 from .ours import _config
 
 NAME = "torchdata_s3-dataloader"
@@ -36,7 +36,7 @@ def _apply(transform: Callable[[IO[bytes]], Any], pair: tuple[str, IO[bytes]]) -
 def make_loader(ctx: Context, workload: str, config: Any) -> DataLoader:
     pipe = IterableWrapper(ctx.urls()).load_files_by_s3(config=config)
     pipe = pipe.map(functools.partial(_apply, transform_for(workload, ctx)))
-    return DataLoader(pipe, batch_size=None, num_workers=WORKERS)
+    return iterable_loader(pipe)
 
 
 def _measure(ctx: Context, workload: str) -> Measurement:

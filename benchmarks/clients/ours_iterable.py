@@ -3,12 +3,10 @@ reported beside the headline ``torchdata_s3`` (load_files_by_s3) figure."""
 
 from __future__ import annotations
 
-from torch.utils.data import DataLoader
-
 import torchdata_s3
 
 from .common import Context, Measurement
-from .dataset_loaders import WORKERS, consume, prefix_url, transform_for
+from .dataset_loaders import WORKERS, iterable_loader, measured, prefix_url, transform_for
 
 NAME = "torchdata_s3-iterable"
 CONFIGURATION = (
@@ -29,14 +27,10 @@ def dataset(ctx: Context, workload: str) -> torchdata_s3.S3IterableDataset:
     )
 
 
-def make_loader(objects: torchdata_s3.S3IterableDataset) -> DataLoader:
-    """The dataset doors' DataLoader, which ``torchdata_s3-dataloader`` and the DataLoader ceiling share."""
-    return DataLoader(objects, batch_size=None, num_workers=WORKERS)
+make_loader = iterable_loader
 
 
-def _measure(ctx: Context, workload: str) -> Measurement:
-    objects = dataset(ctx, workload)
-    return consume(workload, lambda: make_loader(objects), ctx, batched=False)
+_measure = measured(dataset, iterable_loader, batched=False)
 
 
 def small(ctx: Context) -> Measurement:

@@ -4,12 +4,17 @@ ours, reported beside the headline ``torchdata_s3`` (load_files_by_s3) figure.""
 
 from __future__ import annotations
 
-from torch.utils.data import DataLoader
-
 import torchdata_s3
 
 from .common import Context, Measurement
-from .dataset_loaders import MAP_BATCH_SIZE, WORKERS, consume, keep_list, prefix_url, transform_for
+from .dataset_loaders import (
+    MAP_BATCH_SIZE,
+    WORKERS,
+    map_loader,
+    measured,
+    prefix_url,
+    transform_for,
+)
 
 NAME = "torchdata_s3-map"
 CONFIGURATION = (
@@ -30,15 +35,10 @@ def dataset(ctx: Context, workload: str) -> torchdata_s3.S3MapDataset:
     )
 
 
-def make_loader(objects: torchdata_s3.S3MapDataset) -> DataLoader:
-    return DataLoader(
-        objects, batch_size=MAP_BATCH_SIZE, shuffle=True, num_workers=WORKERS, collate_fn=keep_list
-    )
+make_loader = map_loader
 
 
-def _measure(ctx: Context, workload: str) -> Measurement:
-    objects = dataset(ctx, workload)
-    return consume(workload, lambda: make_loader(objects), ctx, batched=True)
+_measure = measured(dataset, map_loader, batched=True)
 
 
 def small(ctx: Context) -> Measurement:

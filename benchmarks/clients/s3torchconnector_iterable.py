@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 from s3torchconnector import S3ClientConfig, S3IterableDataset
-from torch.utils.data import DataLoader
 
 from .common import Context, Measurement
-from .dataset_loaders import WORKERS, consume, prefix_url, transform_for
+from .dataset_loaders import WORKERS, iterable_loader, measured, prefix_url, transform_for
 
 NAME = "s3torchconnector-iterable"
 CONFIGURATION = (
@@ -29,14 +28,7 @@ def dataset(ctx: Context, workload: str) -> S3IterableDataset:
     )
 
 
-def _measure(ctx: Context, workload: str) -> Measurement:
-    objects = dataset(ctx, workload)
-    return consume(
-        workload,
-        lambda: DataLoader(objects, batch_size=None, num_workers=WORKERS),
-        ctx,
-        batched=False,
-    )
+_measure = measured(dataset, iterable_loader, batched=False)
 
 
 def small(ctx: Context) -> Measurement:

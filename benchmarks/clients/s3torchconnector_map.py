@@ -5,10 +5,16 @@ worker fetches its batch's objects one ``__getitem__`` at a time)."""
 from __future__ import annotations
 
 from s3torchconnector import S3ClientConfig, S3MapDataset
-from torch.utils.data import DataLoader
 
 from .common import Context, Measurement
-from .dataset_loaders import MAP_BATCH_SIZE, WORKERS, consume, keep_list, prefix_url, transform_for
+from .dataset_loaders import (
+    MAP_BATCH_SIZE,
+    WORKERS,
+    map_loader,
+    measured,
+    prefix_url,
+    transform_for,
+)
 
 NAME = "s3torchconnector-map"
 CONFIGURATION = (
@@ -32,16 +38,7 @@ def dataset(ctx: Context, workload: str) -> S3MapDataset:
     return objects
 
 
-def _measure(ctx: Context, workload: str) -> Measurement:
-    objects = dataset(ctx, workload)
-    return consume(
-        workload,
-        lambda: DataLoader(
-            objects, batch_size=MAP_BATCH_SIZE, shuffle=True, num_workers=WORKERS, collate_fn=keep_list
-        ),
-        ctx,
-        batched=True,
-    )
+_measure = measured(dataset, map_loader, batched=True)
 
 
 def small(ctx: Context) -> Measurement:

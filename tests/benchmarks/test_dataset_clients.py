@@ -23,6 +23,7 @@ from benchmarks.clients import (
     PYTHONPATH,
     TORCHDATA_NODES_PATH,
     dataloader_ceiling,
+    dataset_loaders,
     ensure_paths,
     is_peer,
     load,
@@ -138,7 +139,7 @@ def test_the_map_client_hands_the_dataset_shuffled_batches(
         return fetch_batch(self, indices)
 
     monkeypatch.setattr(type(objects), "__getitems__", recording)
-    monkeypatch.setattr(ours_map, "WORKERS", 0)  # in this process, so that the calls can be seen
+    monkeypatch.setattr(dataset_loaders, "WORKERS", 0)  # in this process, so that the calls can be seen
     torch.manual_seed(1)
     items = [item for batch in ours_map.make_loader(objects) for item in batch]
     count = len(case.context.keys)
