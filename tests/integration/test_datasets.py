@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader
 import torchdata_s3
 from tests.integration.dataset_items import as_list, key_and_bytes, payload
 from torchdata_s3 import DatasetStateError, MissingObjectWarning, S3IterableDataset, S3MapDataset
+from torchdata_s3.reader import S3ObjectStream
 
 pytestmark = pytest.mark.integration
 
@@ -333,3 +334,19 @@ def test_the_stream_goes_to_the_libraries_users_hand_it_to(prefix: str, boto_s3,
         warnings.simplefilter("error")
         (array,) = list(S3IterableDataset.from_prefix(f"s3://{bucket}/arrays/", transform=numpy.load))
     assert array.tolist() == list(range(10))
+
+
+def read_and_count(stream: S3ObjectStream) -> tuple[str, bytes, int]:
+    data = stream.read()
+    return stream.key, data, stream.bytes_fetched
+
+
+def test_the_local_cache_serves_the_epochs_after_the_first(prefix: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    dataset = S3IterableDataset.from_prefix(
+        prefix, shuffle=True, transform=read_and_count, cache_dir=str(tmp_path)
+    )
+    first, second = list(dataset), list(dataset)
+    assert sorted(key for key, _, _ in first) == sorted(key for key, _, _ in second) == expected_keys()
+    assert all(data == payload(int(key[5:8])) for key, data, _ in first + second)
+    assert all(fetched == len(data) for _, data, fetched in first)
+    assert all(fetched == 0 for _, _, fetched in second)  # from the cache: nothing fetched from S3
