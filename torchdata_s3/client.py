@@ -98,6 +98,11 @@ def native_client(config: S3Config) -> _core.S3Client:
     return client
 
 
+def is_folder_marker(key: str, size: int) -> bool:
+    """Zero-byte keys ending in "/" are the "folders" consoles create, not data: every door skips them."""
+    return size == 0 and key.endswith("/")
+
+
 class ObjectSummary(tuple):
     """``(key, size, etag)`` of one listed object."""
 

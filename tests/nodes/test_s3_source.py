@@ -115,3 +115,12 @@ def test_a_state_of_another_source_is_refused(prefix: str) -> None:
     other = S3Source(prefix, shuffle=True, seed=5, transform=key_and_bytes)
     with pytest.raises(DatasetStateError, match="seed: saved 4, now 5"):
         other.reset(state)
+
+
+def test_an_empty_prefix_warns_and_every_epoch_is_empty(bucket: str) -> None:
+    with pytest.warns(
+        UserWarning, match=r"S3Source: no objects under s3://.*/nothing/; every epoch is empty"
+    ):
+        node = S3Source(f"s3://{bucket}/nothing/", transform=key_and_bytes)
+    loader = Loader(node)
+    assert list(loader) == [] and list(loader) == []

@@ -8,18 +8,13 @@ from typing import Any, Optional, Union
 from torch.utils.data.datapipes.datapipe import IterDataPipe
 from torch.utils.data.datapipes.utils.common import match_masks
 
-from ..client import S3Client
+from ..client import S3Client, is_folder_marker
 from ..config import S3Config
 from ..options import config_from_arguments
 from ..url import parse_s3_url
 from .sharding import as_datapipe
 
 __all__ = ["S3FileLister"]
-
-
-def is_folder_marker(key: str, size: int) -> bool:
-    """Zero-byte keys ending in '/' are the "folders" that consoles create, not data."""
-    return size == 0 and key.endswith("/")
 
 
 class S3FileLister(IterDataPipe[str]):

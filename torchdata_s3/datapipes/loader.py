@@ -10,7 +10,7 @@ from torch.utils.data.datapipes.datapipe import IterDataPipe
 from torch.utils.data.datapipes.iter.sharding import SHARDING_PRIORITIES, _ShardingIterDataPipe
 from torch.utils.data.datapipes.utils.common import StreamWrapper
 
-from ..client import S3Client
+from ..client import S3Client, is_folder_marker
 from ..config import S3Config
 from ..fetch import (
     DEFAULT_MAX_INFLIGHT_BYTES,
@@ -21,7 +21,6 @@ from ..fetch import (
 )
 from ..options import config_from_arguments
 from ..url import S3Url, parse_s3_url
-from .lister import is_folder_marker
 from .sharding import ShardSpec, as_datapipe, has_sharding_upstream
 
 __all__ = ["S3FileLoader"]

@@ -64,12 +64,7 @@ class S3IterableDataset(IterableDataset):
         self._iterated = False
         self._pending: Optional[EpochProgress] = None  # a loaded state, for the next iteration
         self._progress: Optional[EpochProgress] = None  # the current (or last) iteration's
-        if not len(objects):
-            warnings.warn(
-                f"S3IterableDataset: no objects under {', '.join(objects.inputs)}; every epoch is empty",
-                UserWarning,
-                stacklevel=3,
-            )
+        objects.warn_if_empty(type(self).__name__)
 
     @classmethod
     def from_prefix(

@@ -14,7 +14,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Callable, Optional, Union
 
-from ..client import S3Client
+from ..client import S3Client, is_folder_marker
 from ..config import S3Config
 from ..distributed import computed_on_one_rank
 from ..errors import S3FileNotFoundError
@@ -37,10 +37,6 @@ class MissingObjectWarning(UserWarning):
 def identity_transform(stream: S3ObjectStream) -> S3ObjectStream:
     """The default transform: the seekable stream itself."""
     return stream
-
-
-def _is_folder_marker(key: str, size: int) -> bool:
-    return size == 0 and key.endswith("/")
 
 
 def _digest(lines: Iterable[str]) -> str:
@@ -140,7 +136,7 @@ class DatasetObjects:
             location = parse_s3_url(prefix)
             first = len(keys)
             for key, size, etag in self.client.list_location(location, read_ahead=True):
-                if not _is_folder_marker(key, size):
+                if not is_folder_marker(key, size):
                     keys.append(key)
                     sizes.append(size)
                     etags.append(etag)
@@ -162,6 +158,15 @@ class DatasetObjects:
                 buckets.append((len(keys), location.bucket))
             keys.append(location.key)
         return buckets, keys, array("q", [-1]) * len(keys), [""] * len(keys)
+
+    def warn_if_empty(self, door: str) -> None:
+        """The iterable doors' answer to an empty listing: a warning, then empty epochs."""
+        if not len(self):
+            warnings.warn(
+                f"{door}: no objects under {', '.join(self.inputs)}; every epoch is empty",
+                UserWarning,
+                stacklevel=4,
+            )
 
     def empty_error(self, dataset: str) -> S3FileNotFoundError:
         where = ", ".join(self.inputs) or "(no URLs)"

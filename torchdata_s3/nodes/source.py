@@ -49,6 +49,7 @@ class S3Source(BaseNode):
         )
         self.shuffle = bool(shuffle)
         self.seed = seed
+        self._objects.warn_if_empty(type(self).__name__)
         self._identity = self._objects.identity(shuffle=self.shuffle, seed=seed)
         self._ranks = rank_and_world_size() or (0, 1)
         self._progress: Optional[EpochProgress] = None
