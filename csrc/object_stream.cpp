@@ -51,6 +51,10 @@ struct ObjectStream::Shared : RequestState {
     uint64_t next_body_offset = 0;  // object offset the next body callback must start at
     uint64_t received_bytes = 0;
     std::string etag;
+    // Every byte of the response has been delivered (or it failed): a wider read window can bring nothing.
+    bool body_complete_locked() const {
+        return failed || finished || (headers_received && received_bytes >= expected_bytes);
+    }
     // For pinning pool buffers. Never the last reference: the stream holds the client while callbacks can
     // add chunks, and its destructor empties the queue (see ~ObjectStream).
     std::weak_ptr<S3Client> client;
@@ -243,8 +247,15 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
 
 void ObjectStream::widen_window(uint64_t window_bytes) {
     if (window_bytes <= window_bytes_) return;
-    aws_s3_meta_request_increment_read_window(meta_.native(), window_bytes - window_bytes_);
+    const uint64_t more = window_bytes - window_bytes_;
     window_bytes_ = window_bytes;
+    // Each increment wakes the client's event loop for a pass over every request in flight. A small object
+    // has usually arrived whole before its reader widens its window: nothing to wake it for.
+    {
+        std::lock_guard<std::mutex> lock(shared_->mutex);
+        if (shared_->body_complete_locked()) return;
+    }
+    aws_s3_meta_request_increment_read_window(meta_.native(), more);
 }
 
 ObjectStream::~ObjectStream() {
@@ -355,7 +366,12 @@ void ObjectStream::consume(size_t n) {
 }
 
 void ObjectStream::return_read_window(size_t bytes) {
-    // Handing bytes back a whole chunk at a time keeps the CRT's locking off the per-line path.
+    // Handing bytes back a whole chunk at a time keeps the CRT's locking off the per-line path; once the
+    // body is complete, not at all (see widen_window).
+    {
+        std::lock_guard<std::mutex> lock(shared_->mutex);
+        if (shared_->body_complete_locked()) return;
+    }
     aws_s3_meta_request_increment_read_window(meta_.native(), bytes);
 }
 

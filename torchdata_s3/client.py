@@ -30,13 +30,18 @@ KEPT_NATIVE_CLIENTS = 8
 _native_clients: OrderedDict[tuple, _core.S3Client] = OrderedDict()
 _native_clients_pid = os.getpid()
 _native_clients_lock = threading.Lock()
+# Bumped whenever a native client leaves the table (eviction, fork): S3Client instances remember the native
+# they were given with the generation it was given in, and ask the table again only when it has changed.
+# Every request used to look the client up by hashing its configuration (about 20 fields), under a lock.
+_native_generation = 0
 
 
 def _forget_native_clients() -> None:
     # In a fork child: drop the inherited natives. Their destructors see another pid and leak them on purpose.
-    global _native_clients_pid
+    global _native_clients_pid, _native_generation
     _native_clients.clear()
     _native_clients_pid = os.getpid()
+    _native_generation += 1
 
 
 os.register_at_fork(after_in_child=_forget_native_clients)
@@ -66,6 +71,12 @@ def native_client(config: S3Config) -> _core.S3Client:
         CredentialsSetupError: the profile named by the config is not defined, or the CRT could not build
             the credentials provider.
     """
+    return _native_client_and_generation(config)[0]
+
+
+def _native_client_and_generation(config: S3Config) -> tuple[_core.S3Client, int]:
+    """:func:`native_client`, and the table's generation it was current in (read under the same lock)."""
+    global _native_generation
     key = _native_key(config)
     evicted = None
     with _native_clients_lock:
@@ -74,7 +85,7 @@ def native_client(config: S3Config) -> _core.S3Client:
         client = _native_clients.get(key)
         if client is not None:
             _native_clients.move_to_end(key)
-            return client
+            return client, _native_generation
         options = dict(key)
         named_profile = config.profile if options["credentials"] == "profile" else None
         if named_profile:
@@ -93,9 +104,11 @@ def native_client(config: S3Config) -> _core.S3Client:
         _native_clients[key] = client
         if len(_native_clients) > KEPT_NATIVE_CLIENTS:
             _key, evicted = _native_clients.popitem(last=False)
+            _native_generation += 1
+        generation = _native_generation
     # A client nothing else holds shuts down here, waiting for its connections to close: outside the lock.
     del evicted
-    return client
+    return client, generation
 
 
 def is_folder_marker(key: str, size: int) -> bool:
@@ -164,9 +177,19 @@ class S3Client:
 
     def __init__(self, config: Optional[S3Config] = None) -> None:
         self.config = config if config is not None else S3Config.resolve()
+        # (generation, pid, native): the native this instance was last given, valid while neither the
+        # table's generation nor the process changed.
+        self._native: Optional[tuple[int, int, _core.S3Client]] = None
 
     def __repr__(self) -> str:
         return f"S3Client({self.config!r})"
+
+    def __getstate__(self) -> dict:
+        return {"config": self.config}  # never the native client: each process makes its own
+
+    def __setstate__(self, state: dict) -> None:
+        self.config = state["config"]
+        self._native = None
 
     def list_objects(
         self, url: str, *, delimiter: str = "", page_size: Optional[int] = None
@@ -183,10 +206,15 @@ class S3Client:
 
     def _native_for(self, location: S3Url, operation: str) -> _core.S3Client:
         """The native client, or the S3PermissionError a request for `location` fails with without one."""
+        remembered = self._native
+        if remembered is not None and remembered[0] == _native_generation and remembered[1] == os.getpid():
+            return remembered[2]
         try:
-            return native_client(self.config)
+            client, generation = _native_client_and_generation(self.config)
         except CredentialsSetupError as failure:
             raise credentials_unavailable(str(location), operation, failure.problem, failure.hint) from None
+        self._native = (generation, os.getpid(), client)
+        return client
 
     def list_location(
         self,

@@ -53,10 +53,10 @@ class S3Config:
         ca_file: PEM file of the CAs to trust, instead of the system store [None: the system store].
         part_size_bytes: size of each ranged GET of a large object [8 MiB].
         throughput_target_gbps: what the CRT sizes its connection pool for: max(10, gbps / 0.4)
-            connections [25.0: 62 connections, enough for 64 small objects in flight].
+            connections [50.0: 125 connections, about the loader's 128 small objects in flight].
         max_connections: cap on connections per client [None: CRT's choice from the throughput target].
         memory_limit_bytes: cap on the CRT's part buffers, at least 256 MiB [None: the CRT's choice for
-            the throughput target, 4 GiB at 25 Gbps]. Memory is taken as parts arrive, not up front. The
+            the throughput target, 4 GiB at 25-75 Gbps]. Memory is taken as parts arrive, not up front. The
             buffers also hold bytes handed to readers without copying, up to half of what the CRT does not
             reserve for itself ((cap - 128 MiB) / 2); beyond that, arriving parts are copied out.
         read_window_bytes: bytes one open object may buffer ahead of the reader [64 MiB].
@@ -99,7 +99,7 @@ class S3Config:
     verify_ssl: bool = True
     ca_file: Optional[str] = None
     part_size_bytes: int = 8 * MiB
-    throughput_target_gbps: float = 25.0
+    throughput_target_gbps: float = 50.0
     max_connections: Optional[int] = None
     memory_limit_bytes: Optional[int] = None
     read_window_bytes: int = 64 * MiB

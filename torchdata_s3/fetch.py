@@ -23,8 +23,11 @@ from .url import S3Url
 __all__ = ["DEFAULT_MAX_INFLIGHT_BYTES", "DEFAULT_PREFETCH", "Fetched", "ObjectTarget", "fetch_in_order"]
 
 MiB = 1024 * 1024
-# Objects requested ahead of the one being read, and the bytes they may buffer (PrefetchWindow).
-DEFAULT_PREFETCH = 64
+# Objects requested ahead of the one being read, and the bytes they may buffer (PrefetchWindow). For small
+# objects far away the count is what binds: a reader gets at most prefetch / latency objects per second
+# (see docs/datasets.md). 128 in flight served 2,070 110-kB objects/s 30 ms away against 1,460 with 64;
+# on a near endpoint they made no difference.
+DEFAULT_PREFETCH = 128
 DEFAULT_MAX_INFLIGHT_BYTES = 512 * MiB
 
 

@@ -88,6 +88,7 @@ class PrefetchWindow:
         self._bytes = 0  # the sum of costs: at most max_bytes
         self._expected = 0  # the sum of expected costs: at most the budget
         self._recent_costs: deque[int] = deque(maxlen=SIZES_REMEMBERED)
+        self._unsettled = 0  # objects ahead whose window does not reflect their size yet
         self.latency: Optional[float] = None  # lowest first-byte latency seen, in seconds
         self._measured = False  # waited once for the first latency
         self.budget = read_ahead_budget(None, rate, part, max_bytes)
@@ -101,10 +102,10 @@ class PrefetchWindow:
 
     def cost_of(self, size: Optional[int]) -> int:
         """The most an object ahead may buffer."""
-        window = self.window_of(size)
         if size is None:
-            return window
-        return max(1, min(size, -(-window // self.part) * self.part))
+            return self.part
+        part = self.part
+        return max(1, min(size, -(-min(size, self.reading_window) // part) * part))
 
     def expected_cost_of(self, size: Optional[int]) -> int:
         """What an object ahead is expected to buffer: its cost, estimated from recent objects if its size is
@@ -115,29 +116,39 @@ class PrefetchWindow:
 
     def has_room_for(self, size: Optional[int]) -> bool:
         """Whether an object of ``size`` (None: unknown) may be requested now."""
-        if not self._ahead:
+        ahead = len(self._ahead)
+        if not ahead:
             return True  # one object is always allowed, whatever its size
-        if len(self._ahead) > self.max_objects:
+        if ahead > self.max_objects:
             return False
-        if not self._fits(size):
-            if not self._measured:
-                self._measure_latency()
-            self._settle_sizes()  # small objects whose headers arrived give back most of their part
-        return self._fits(size)
+        # Asked once per object on the loader's path: the costs are computed once here.
+        cost = self.cost_of(size)
+        expected = cost if size is not None else self.expected_cost_of(size)
+        if self._within_limits(cost, expected):
+            return True
+        if not self._measured:
+            self._measure_latency()
+        self._settle_sizes()  # small objects whose headers arrived give back most of their part
+        return self._within_limits(cost, expected)
 
     def add(self, url: str, stream: _core.ObjectStream, size: Optional[int]) -> None:
-        cost, expected = self.cost_of(size), self.expected_cost_of(size)
+        cost = self.cost_of(size)
+        expected = cost if size is not None else self.expected_cost_of(size)
         self._ahead.append(_Ahead(url, stream, size, cost, expected))
         self._bytes += cost
         self._expected += expected
         if size is not None:
             self._recent_costs.append(cost)
+        else:
+            self._unsettled += 1
 
     def pop(self) -> tuple[str, _core.ObjectStream]:
         """The next object in input order. Its reader widens its window once it reads it in sequence, so an
         object only sought through (a zip's directory, a Parquet column) fetches no more ahead."""
         self._settle_sizes()
         ahead = self._ahead.popleft()
+        if not ahead.sized:
+            self._unsettled -= 1
         self._bytes -= ahead.cost
         self._expected -= ahead.expected
         # Only streams not yet handed out are asked: a reader may have closed its own, or be reading it on
@@ -162,11 +173,9 @@ class PrefetchWindow:
 
     def close(self) -> None:
         """Cancels every download nobody will read."""
+        self._unsettled = 0
         while self._ahead:
             self._ahead.popleft().stream.close()
-
-    def _fits(self, size: Optional[int]) -> bool:
-        return self._within_limits(self.cost_of(size), self.expected_cost_of(size))
 
     def _within_limits(self, more_bytes: int, more_expected: int) -> bool:
         """Whether both sums may grow by this much: the worst case within max_bytes, the expectation within
@@ -186,6 +195,8 @@ class PrefetchWindow:
 
     def _settle_sizes(self) -> None:
         # Never waits: only objects whose headers already arrived are considered, in input order.
+        if not self._unsettled:
+            return  # every object ahead came with its size (a listing's): nothing to learn
         growth_refused = False
         for ahead in self._ahead:
             if ahead.sized:
@@ -207,6 +218,7 @@ class PrefetchWindow:
                 ahead.stream.widen_window(self.window_of(ahead.size))
                 self._charge(ahead, cost)
             ahead.sized = True
+            self._unsettled -= 1
 
     def _charge(self, ahead: _Ahead, cost: int) -> None:
         self._bytes += cost - ahead.cost
