@@ -165,6 +165,37 @@ PYBIND11_MODULE(_core, m) {
         py::arg("data"), py::arg("previous") = 0, "The CRT's CRC64NVME of a bytes-like object.");
     m.def("encode_path", &S3Client::encode_path, py::arg("key"), "URI-encodes an object key as a path, CRT rules.");
 
+    py::class_<CompletionQueue, std::shared_ptr<CompletionQueue>>(
+        m, "CompletionQueue", "Tags of finished requests, in the order they finished.")
+        .def(py::init<>())
+        .def(
+            "pop",
+            [](CompletionQueue& queue, uint32_t timeout_ms) -> std::optional<uint64_t> {
+                uint64_t tag;
+                bool got;
+                {
+                    GilRelease release;
+                    got = queue.pop(&tag, timeout_ms);
+                }
+                if (!got) return std::nullopt;
+                return tag;
+            },
+            py::arg("timeout_ms"), "The next finished request's tag, or None if none finished within timeout_ms.");
+    py::class_<PendingListPage>(m, "ListPageRequest", "One ListObjectsV2 page in flight.")
+        .def_property_readonly("done", &PendingListPage::done, "Whether it finished or failed.")
+        .def("cancel", &PendingListPage::cancel, "Stops it; result() then raises.")
+        .def(
+            "result",
+            [](PendingListPage& request) {
+                ListObjectsPage page;
+                {
+                    GilRelease release;
+                    page = request.wait();
+                }
+                return page_to_python(page);
+            },
+            "Waits for the page: ([(key, size, etag)], [common prefixes], next token or None). Call once.");
+
     bind_object_stream(m);
     bind_object_upload(m);
 
@@ -240,6 +271,19 @@ PYBIND11_MODULE(_core, m) {
             py::arg("continuation_token") = "", py::arg("start_after") = "", py::arg("max_keys") = 0,
             py::arg("timeout_ms") = 0,
             "One ListObjectsV2 page: ([(key, size, etag)], [common prefixes], next token or None).")
+        .def(
+            "start_list_objects_v2",
+            [](S3Client& client, const std::string& bucket, std::shared_ptr<CompletionQueue> queue, uint64_t tag,
+               const std::string& prefix, const std::string& delimiter, const std::string& continuation_token,
+               const std::string& start_after, uint32_t max_keys, uint32_t timeout_ms) {
+                ListObjectsRequest request{bucket,      prefix,   delimiter, continuation_token,
+                                           start_after, max_keys, timeout_ms};
+                return std::make_unique<PendingListPage>(client, request, std::move(queue), tag);
+            },
+            py::arg("bucket"), py::kw_only(), py::arg("queue"), py::arg("tag"), py::arg("prefix") = "",
+            py::arg("delimiter") = "", py::arg("continuation_token") = "", py::arg("start_after") = "",
+            py::arg("max_keys") = 0, py::arg("timeout_ms") = 0,
+            "Sends one ListObjectsV2 page request and returns at once; `tag` goes to `queue` when it is done.")
         .def(
             "get_object",
             [](std::shared_ptr<S3Client> client, const std::string& bucket, const std::string& key,

@@ -12,12 +12,12 @@
 #include "request_message.h"
 
 namespace torchdata_s3 {
-namespace {
 
 // Owns copies of everything it reports, so a caller that gave up (timeout) can return while the CRT is still
 // winding the request down.
 struct BodyRequestState : RequestState {
     BodyResponse response;
+    std::function<void()> on_done;  // see PendingBodyRequest
 
     static int on_headers(aws_s3_meta_request*, const aws_http_headers* headers, int status, void* user_data) {
         auto* self = of<BodyRequestState>(user_data);
@@ -51,18 +51,19 @@ struct BodyRequestState : RequestState {
 
     static void on_finish(aws_s3_meta_request*, const aws_s3_meta_request_result* result, void* user_data) {
         auto* self = of<BodyRequestState>(user_data);
-        std::lock_guard<std::mutex> lock(self->mutex);
-        try {
-            self->finish_locked(*result);
-        } catch (const std::exception&) {  // out of memory while describing the failure
-            self->failed = true;
-            self->finished = true;
-            self->changed.notify_all();
+        {
+            std::lock_guard<std::mutex> lock(self->mutex);
+            try {
+                self->finish_locked(*result);
+            } catch (const std::exception&) {  // out of memory while describing the failure
+                self->failed = true;
+                self->finished = true;
+                self->changed.notify_all();
+            }
         }
+        if (self->on_done) self->on_done();
     }
 };
-
-}  // namespace
 
 std::string BodyResponse::header(const std::string& name) const {
     for (const auto& entry : headers) {
@@ -71,11 +72,12 @@ std::string BodyResponse::header(const std::string& name) const {
     return {};
 }
 
-BodyResponse perform_body_request(S3Client& client, const BodyRequest& request) {
-    auto state = std::make_shared<BodyRequestState>();
-    state->operation = request.operation;
-    state->bucket = request.bucket;
-    state->key = request.key;
+PendingBodyRequest::PendingBodyRequest(S3Client& client, const BodyRequest& request, std::function<void()> on_done)
+    : state_(std::make_shared<BodyRequestState>()), timeout_ms_(request.timeout_ms) {
+    state_->operation = request.operation;
+    state_->bucket = request.bucket;
+    state_->key = request.key;
+    state_->on_done = std::move(on_done);
 
     RequestMessage message(client, request.method, request.bucket, request.encoded_suffix);
 
@@ -86,14 +88,33 @@ BodyResponse perform_body_request(S3Client& client, const BodyRequest& request) 
     options.headers_callback = &BodyRequestState::on_headers;
     options.body_callback = &BodyRequestState::on_body;
     options.finish_callback = &BodyRequestState::on_finish;
-    MetaRequest meta;
-    meta.start(client, options, state);
+    meta_.start(client, options, state_);
+}
 
-    std::unique_lock<std::mutex> lock(state->mutex);
+PendingBodyRequest::~PendingBodyRequest() {
+    if (meta_.native() == nullptr || !meta_.usable_here()) return;  // never made, or inherited across fork()
+    if (!done()) meta_.cancel();
+}
+
+bool PendingBodyRequest::done() {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    return state_->finished || state_->failed;
+}
+
+void PendingBodyRequest::cancel() {
+    if (meta_.usable_here()) meta_.cancel();
+}
+
+BodyResponse PendingBodyRequest::wait() {
+    std::unique_lock<std::mutex> lock(state_->mutex);
     // Cancelling after a timeout is asynchronous and may itself be held up (e.g. by a credentials provider that
     // does not answer): the wait does not wait for it, and the CRT keeps the state alive until its shutdown.
-    meta.wait_or_fail(lock, [&] { return state->finished || state->failed; }, request.timeout_ms, "complete answer");
-    return std::move(state->response);
+    meta_.wait_or_fail(lock, [&] { return state_->finished || state_->failed; }, timeout_ms_, "complete answer");
+    return std::move(state_->response);
+}
+
+BodyResponse perform_body_request(S3Client& client, const BodyRequest& request) {
+    return PendingBodyRequest(client, request).wait();
 }
 
 }  // namespace torchdata_s3

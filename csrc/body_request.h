@@ -2,10 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "meta_request.h"
 #include "s3_client.h"
 
 namespace torchdata_s3 {
@@ -26,6 +29,29 @@ struct BodyResponse {
 
     // The value of header `name` (case-insensitive), or "" when absent.
     std::string header(const std::string& name) const;
+};
+
+struct BodyRequestState;
+
+// A body request in flight. `on_done`, if given, is called once when it finishes or fails, on a CRT thread
+// and outside this request's lock: it must be quick and must not call back into this request.
+class PendingBodyRequest {
+public:
+    PendingBodyRequest(S3Client& client, const BodyRequest& request, std::function<void()> on_done = {});
+    ~PendingBodyRequest();  // cancels it if it has not finished
+    PendingBodyRequest(const PendingBodyRequest&) = delete;
+    PendingBodyRequest& operator=(const PendingBodyRequest&) = delete;
+
+    bool done();
+    // Blocks until the answer is complete (the caller releases the GIL); throws RequestFailure on any failure,
+    // including an error status and running out of request.timeout_ms. Call once.
+    BodyResponse wait();
+    void cancel();
+
+private:
+    std::shared_ptr<BodyRequestState> state_;
+    MetaRequest meta_;
+    uint32_t timeout_ms_;
 };
 
 // Sends the request and returns the answer. Blocks the calling thread (the caller releases the GIL); throws

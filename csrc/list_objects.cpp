@@ -2,6 +2,7 @@
 
 #include <aws/common/xml_parser.h>
 
+#include <chrono>
 #include <stdexcept>
 
 #include "body_request.h"
@@ -86,7 +87,9 @@ ListObjectsPage parse_list_objects_v2(const std::string& document) {
     return page;
 }
 
-ListObjectsPage list_objects_v2(S3Client& client, const ListObjectsRequest& request) {
+namespace {
+
+BodyRequest list_request(const ListObjectsRequest& request) {
     // Query parameters in the order S3 documents them; values encoded with the CRT's query rules.
     std::string query = "?list-type=2";
     const auto add = [&query](const char* name, const std::string& value) {
@@ -104,7 +107,37 @@ ListObjectsPage list_objects_v2(S3Client& client, const ListObjectsRequest& requ
     body_request.key = request.prefix;
     body_request.encoded_suffix = "/" + query;
     body_request.timeout_ms = request.timeout_ms;
-    return parse_list_objects_v2(perform_body_request(client, body_request).body);
+    return body_request;
 }
+
+}  // namespace
+
+ListObjectsPage list_objects_v2(S3Client& client, const ListObjectsRequest& request) {
+    return parse_list_objects_v2(perform_body_request(client, list_request(request)).body);
+}
+
+void CompletionQueue::push(uint64_t tag) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        tags_.push_back(tag);
+    }
+    changed_.notify_one();
+}
+
+bool CompletionQueue::pop(uint64_t* tag, uint32_t timeout_ms) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return !tags_.empty(); })) {
+        return false;
+    }
+    *tag = tags_.front();
+    tags_.pop_front();
+    return true;
+}
+
+PendingListPage::PendingListPage(S3Client& client, const ListObjectsRequest& request,
+                                 std::shared_ptr<CompletionQueue> queue, uint64_t tag)
+    : request_(client, list_request(request), [queue = std::move(queue), tag] { queue->push(tag); }) {}
+
+ListObjectsPage PendingListPage::wait() { return parse_list_objects_v2(request_.wait().body); }
 
 }  // namespace torchdata_s3

@@ -1,10 +1,16 @@
-// ListObjectsV2, one page per call.
+// ListObjectsV2: one page per call, or many pages in flight at once (PendingListPage + CompletionQueue), which
+// the listing policy in torchdata_s3/listing.py splits a prefix into.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "body_request.h"
 #include "s3_client.h"
 
 namespace torchdata_s3 {
@@ -33,6 +39,35 @@ struct ListObjectsRequest {
 };
 
 ListObjectsPage list_objects_v2(S3Client& client, const ListObjectsRequest& request);
+
+// The tags of finished requests, in the order they finished: one waiter learns which of many requests in
+// flight to collect next, without a thread per request.
+class CompletionQueue {
+public:
+    void push(uint64_t tag);
+    // The next finished request's tag; false if none finished within timeout_ms (0: do not wait).
+    bool pop(uint64_t* tag, uint32_t timeout_ms);
+
+private:
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::deque<uint64_t> tags_;
+};
+
+// One ListObjectsV2 page in flight; its tag goes to `queue` when it finishes or fails.
+class PendingListPage {
+public:
+    PendingListPage(S3Client& client, const ListObjectsRequest& request, std::shared_ptr<CompletionQueue> queue,
+                    uint64_t tag);
+    bool done() { return request_.done(); }
+    void cancel() { request_.cancel(); }
+    // Blocks until the page is complete and parses it; throws RequestFailure, or std::invalid_argument for an
+    // answer that is no ListObjectsV2 result. Call once.
+    ListObjectsPage wait();
+
+private:
+    PendingBodyRequest request_;
+};
 
 // Parses a ListObjectsV2 XML document (exposed for tests and fuzzing). Throws std::invalid_argument if the
 // document is not a ListBucketResult.

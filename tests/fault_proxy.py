@@ -31,6 +31,8 @@ class Fault(str, enum.Enum):
 
     SLOW_DOWN = "slow_down"  # answer 503 with S3's SlowDown error document
     INTERNAL_ERROR = "internal_error"  # answer 500 with S3's InternalError error document
+    # Answer 400 InvalidArgument, as S3 Express directory buckets answer a ListObjectsV2 with StartAfter.
+    INVALID_ARGUMENT = "invalid_argument"
     DROP = "drop"  # read the request, then close the connection without answering
     CUT_BODY = "cut_body"  # forward the answer's headers (true Content-Length) and half its body, then close
     STALL_BODY = "stall_body"  # forward the headers and half the body, then send nothing more
@@ -66,6 +68,12 @@ _ERROR_DOCUMENTS = {
         "Internal Server Error",
         "InternalError",
         "We encountered an internal error.",
+    ),
+    Fault.INVALID_ARGUMENT: (
+        400,
+        "Bad Request",
+        "InvalidArgument",
+        "This operation does not support StartAfter.",
     ),
 }
 

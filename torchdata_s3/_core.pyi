@@ -75,6 +75,20 @@ class ObjectStream:
     def __exit__(self, *args: object) -> None: ...
     def __repr__(self) -> str: ...
 
+class CompletionQueue:
+    """Tags of finished requests, in the order they finished."""
+
+    def __init__(self) -> None: ...
+    def pop(self, timeout_ms: int) -> Optional[int]: ...
+
+class ListPageRequest:
+    """One ListObjectsV2 page in flight."""
+
+    @property
+    def done(self) -> bool: ...
+    def cancel(self) -> None: ...
+    def result(self) -> tuple[list[tuple[str, int, str]], list[str], Optional[str]]: ...
+
 class S3Client:
     """One CRT S3 client (connection pool, threads)."""
 
@@ -125,6 +139,19 @@ class S3Client:
         max_keys: int = 0,
         timeout_ms: int = 0,
     ) -> tuple[list[tuple[str, int, str]], list[str], Optional[str]]: ...
+    def start_list_objects_v2(
+        self,
+        bucket: str,
+        *,
+        queue: CompletionQueue,
+        tag: int,
+        prefix: str = "",
+        delimiter: str = "",
+        continuation_token: str = "",
+        start_after: str = "",
+        max_keys: int = 0,
+        timeout_ms: int = 0,
+    ) -> ListPageRequest: ...
     def get_object(
         self,
         bucket: str,

@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple, Optional, Union
 from . import _core
 from .config import S3Config, event_loop_threads, undefined_profile
 from .errors import CREDENTIALS_HOW_TO, NOT_AN_S3_API_HINT, S3Error, credentials_unavailable, with_hint
+from .listing import ParallelListing
 from .reader import ObjectReader, S3ObjectStream
 from .url import S3Url, parse_s3_url
 from .writer import ObjectUploader, S3ObjectWriter
@@ -109,6 +110,25 @@ def _native_client_and_generation(config: S3Config) -> tuple[_core.S3Client, int
     # A client nothing else holds shuts down here, waiting for its connections to close: outside the lock.
     del evicted
     return client, generation
+
+
+def _list_failure(location: S3Url, error: Exception) -> Exception:
+    """What a failed ListObjectsV2 page raises: its S3Error, or for a 200 answer that is no ListObjectsV2
+    result (a web page, a proxy's portal, another API: ValueError from the parser), an S3Error saying so. The
+    request failed; the caller's input was fine."""
+    if isinstance(error, S3Error) or not isinstance(error, ValueError):
+        return error
+    url = f"s3://{location.bucket}/{location.key}"
+    return S3Error(
+        with_hint(
+            f"ListObjectsV2 {url} failed: the endpoint answered with something that is not a "
+            f"ListObjectsV2 result ({error})",
+            NOT_AN_S3_API_HINT,
+        ),
+        url=url,
+        operation="ListObjectsV2",
+        http_status=200,
+    )
 
 
 def is_folder_marker(key: str, size: int) -> bool:
@@ -229,6 +249,18 @@ class S3Client:
         objects are yielded: a consumer slower than a round trip then never waits for a page but the first.
         A failed page raises when it is reached, after every object before it, as without read-ahead."""
         native = self._native_for(location, "ListObjectsV2")
+        if read_ahead and not delimiter and self.config.max_list_requests > 1:
+            listing = ParallelListing(
+                native,
+                location,
+                max_requests=self.config.max_list_requests,
+                page_size=page_size,
+                timeout_ms=self.config.request_timeout_ms,
+                failure_of=functools.partial(_list_failure, location),
+            )
+            for entry in listing:
+                yield ObjectSummary(entry)
+            return
 
         def page_from(token: str) -> _ListPage:
             fetch = functools.partial(self._list_page, native, location, delimiter, token, page_size)
@@ -269,22 +301,8 @@ class S3Client:
                 max_keys=page_size or 0,
                 timeout_ms=self.config.request_timeout_ms,
             )
-        except S3Error:
-            raise  # also a ValueError (for code written for the original), but a failed request
-        except ValueError as malformed:
-            # A 200 answer that is no ListObjectsV2 result (a web page, a proxy's portal, another API):
-            # the request failed; the caller's input was fine.
-            url = f"s3://{location.bucket}/{location.key}"
-            raise S3Error(
-                with_hint(
-                    f"ListObjectsV2 {url} failed: the endpoint answered with something that is not a "
-                    f"ListObjectsV2 result ({malformed})",
-                    NOT_AN_S3_API_HINT,
-                ),
-                url=url,
-                operation="ListObjectsV2",
-                http_status=200,
-            ) from None
+        except ValueError as error:  # an S3Error is also a ValueError (for code written for the original)
+            raise _list_failure(location, error) from None
         return objects, next_token
 
     def open(

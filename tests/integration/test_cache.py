@@ -456,7 +456,8 @@ def test_the_next_listing_page_is_asked_for_while_this_pages_objects_are_served(
     objects = put_dataset(boto_s3, bucket, [10, 20, 30, 40, 50])
     prefix = f"s3://{bucket}/data/"
     with FaultProxy(moto_server.port) as proxy:
-        config = S3Config.resolve(endpoint_url=proxy.endpoint_url)
+        # One stream of pages (max_list_requests=1; in parallel, see test_parallel_listing.py).
+        config = S3Config.resolve(endpoint_url=proxy.endpoint_url, max_list_requests=1)
         listing = S3Client(config).list_location(parse_s3_url(prefix), page_size=2, read_ahead=True)
         first = next(listing)
         # Nothing more is consumed: the second page is requested all the same (bounded wait).
@@ -485,7 +486,8 @@ def test_a_listing_page_read_ahead_that_fails_raises_after_the_objects_before_it
     put_dataset(boto_s3, bucket, [10, 20, 30])
     with FaultProxy(moto_server.port) as proxy:
         proxy.force(Fault.INTERNAL_ERROR, eligible=lambda request: "continuation-token" in request.query)
-        config = S3Config.resolve(endpoint_url=proxy.endpoint_url, max_retries=0)
+        # One stream of pages (in parallel: test_parallel_listing.py).
+        config = S3Config.resolve(endpoint_url=proxy.endpoint_url, max_retries=0, max_list_requests=1)
         seen = []
         with pytest.raises(S3Error, match="ListObjectsV2"):
             for entry in S3Client(config).list_location(

@@ -13,6 +13,7 @@ from torch.utils.data.datapipes.iter import IterableWrapper
 import torchdata_s3
 from tests.integration.object_digests import digest_object
 from tests.s3_server import MotoServer
+from torchdata_s3 import S3Config
 
 pytestmark = pytest.mark.integration
 
@@ -70,14 +71,20 @@ def test_workers_fed_a_list_make_no_listing_requests(
     expected = Counter((url, hashlib.sha256(body).hexdigest()) for url, body in listed_bucket.items())
     pages = -(-(OBJECTS + 2) // PAGE_SIZE)  # + the folder marker and notes.txt
 
+    # One page at a time, so that a listing costs exactly `pages` requests (in parallel, splits add some).
+    one_stream = S3Config.resolve(max_list_requests=1)
     before = list_requests(moto_server, bucket)
-    classic = IterableWrapper([prefix]).list_files_by_s3(masks="*.bin", page_size=PAGE_SIZE).sharding_filter()
+    classic = (
+        IterableWrapper([prefix])
+        .list_files_by_s3(masks="*.bin", page_size=PAGE_SIZE, config=one_stream)
+        .sharding_filter()
+    )
     assert read_all(classic.load_files_by_s3()) == expected
     every_worker_lists = list_requests(moto_server, bucket) - before
     assert every_worker_lists == WORKERS * pages
 
     before = list_requests(moto_server, bucket)
-    urls = torchdata_s3.list_files_once(prefix, "*.bin", page_size=PAGE_SIZE)
+    urls = torchdata_s3.list_files_once(prefix, "*.bin", page_size=PAGE_SIZE, config=one_stream)
     once = IterableWrapper(urls, deepcopy=False).sharding_filter().load_files_by_s3()
     assert read_all(once) == expected
     assert list_requests(moto_server, bucket) - before == pages  # this process's listing, none in workers

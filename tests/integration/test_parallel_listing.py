@@ -1,0 +1,184 @@
+"""Listing with many ListObjectsV2 requests in flight (torchdata_s3/listing.py), against the moto server:
+every key once, in S3's order, whatever the shape of the key space; a server that refuses StartAfter; a page
+that fails; SlowDown. Small pages (7 keys) make a few hundred keys take many pages and many splits."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterator
+
+import boto3
+import pytest
+
+from tests.conftest import TEST_ACCESS_KEY, TEST_SECRET_KEY
+from tests.fault_proxy import Fault, FaultProxy, ProxiedRequest
+from tests.s3_server import MotoServer
+from torchdata_s3 import S3Client, S3Config, S3Error
+from torchdata_s3.client import native_client
+from torchdata_s3.listing import ParallelListing
+from torchdata_s3.url import parse_s3_url
+
+pytestmark = pytest.mark.integration
+
+PAGE = 7
+
+
+def flat_keys() -> list[str]:
+    return [f"flat/{hashlib.sha256(str(n).encode()).hexdigest()[:16]}.bin" for n in range(400)]
+
+
+def numbered_keys() -> list[str]:
+    return [f"numbered/img-{n:05d}.jpg" for n in range(300)]
+
+
+def tree_keys() -> list[str]:
+    keys = [f"tree/class{c:02d}/{n:03d}.jpg" for c in range(12) for n in range(9 + 2 * c)]
+    keys += [f"tree/class03/deeper/{n}.txt" for n in range(15)]
+    # Names that sort around the delimiter: "." < "/" < "0"; a folder marker; an empty folder name; unicode;
+    # characters below "/" and above "z".
+    keys += ["tree/a.txt", "tree/a/", "tree/a/b", "tree/a0", "tree/a//c", "tree/!bang", "tree/-dash"]
+    keys += ["tree/\u00e9t\u00e9/\u00fc.bin", "tree/\u00e9t\u00e9.txt", "tree/~tilde", "tree/zz/top"]
+    return keys
+
+
+SHAPES = {"flat": flat_keys(), "numbered": numbered_keys(), "tree": tree_keys()}
+
+
+@pytest.fixture(scope="module")
+def shaped_bucket(moto_server: MotoServer) -> Iterator[str]:
+    # Module-scoped, so no test here asks for `s3_endpoint` (it resets the server): configs name the
+    # endpoint themselves.
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=moto_server.endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id=TEST_ACCESS_KEY,
+        aws_secret_access_key=TEST_SECRET_KEY,
+    )
+    name = "parallel-listing"
+    s3.create_bucket(Bucket=name)
+    for keys in SHAPES.values():
+        for key in keys:
+            s3.put_object(Bucket=name, Key=key, Body=key.encode()[: len(key) % 5])
+    yield name
+
+
+@pytest.fixture
+def direct(moto_server: MotoServer) -> S3Config:
+    return S3Config.resolve(endpoint_url=moto_server.endpoint_url)
+
+
+def one_stream(config: S3Config, bucket: str, prefix: str) -> list[tuple[str, int]]:
+    config = config.replace(max_list_requests=1)
+    return [(o.key, o.size) for o in S3Client(config).list_objects(f"s3://{bucket}/{prefix}", page_size=PAGE)]
+
+
+def in_parallel(
+    url: str, config: S3Config, max_requests: int = 16
+) -> tuple[list[tuple[str, int]], ParallelListing]:
+    location = parse_s3_url(url)
+    listing = ParallelListing(
+        native_client(config),
+        location,
+        max_requests=max_requests,
+        page_size=PAGE,
+        timeout_ms=config.request_timeout_ms,
+        failure_of=lambda error: error,
+    )
+    return [(key, size) for key, size, _etag in listing], listing
+
+
+@pytest.mark.parametrize(
+    "prefix", ["flat/", "numbered/", "tree/", "", "tree/a", "tree/class0", "numbered/img-001", "nothing/"]
+)
+def test_every_key_once_in_order_whatever_the_shape(
+    shaped_bucket: str, direct: S3Config, prefix: str
+) -> None:
+    every_key = [key for keys in SHAPES.values() for key in keys]
+    expected = sorted((key, len(key.encode()[: len(key) % 5])) for key in every_key if key.startswith(prefix))
+    assert one_stream(direct, shaped_bucket, prefix) == expected  # what S3 (moto) answers one page at a time
+    listed, listing = in_parallel(f"s3://{shaped_bucket}/{prefix}", direct)
+    assert listed == expected
+    if len(expected) > 4 * PAGE:
+        assert listing.peak_in_flight > 1, "the listing never had two requests in flight"
+
+
+@pytest.mark.parametrize("shape", ["flat", "numbered"])
+def test_a_flat_key_space_is_split(shaped_bucket: str, direct: S3Config, shape: str) -> None:
+    listed, listing = in_parallel(f"s3://{shaped_bucket}/{shape}/", direct)
+    assert [key for key, _size in listed] == sorted(SHAPES[shape])
+    assert listing.splits > 0
+    pages = -(-len(SHAPES[shape]) // PAGE)
+    # Splits cost requests where a guess found no keys; not several times the pages.
+    assert listing.requests < 2 * pages, (listing.requests, pages)
+
+
+def test_every_door_lists_in_parallel_by_default(shaped_bucket: str, direct: S3Config) -> None:
+    # S3Client.list_location(read_ahead=True) is what the lister, the loader and the datasets call.
+    client = S3Client(direct)
+    listed = [o.key for o in client.list_location(parse_s3_url(f"s3://{shaped_bucket}/"), read_ahead=True)]
+    assert listed == sorted(key for keys in SHAPES.values() for key in keys)
+
+
+# ---- faults, through the fault proxy in front of the same server ------------------------------------------
+
+
+@pytest.fixture
+def proxy(moto_server: MotoServer) -> Iterator[FaultProxy]:
+    with FaultProxy(moto_server.port, seed=3, stall_s=60) as running:
+        yield running
+
+
+def is_listing(request: ProxiedRequest) -> bool:
+    return request.method == "GET" and "list-type=2" in request.query
+
+
+def with_start_after(request: ProxiedRequest) -> bool:
+    return is_listing(request) and "start-after=" in request.query
+
+
+def test_a_server_refusing_start_after_gets_one_stream_of_pages(
+    shaped_bucket: str, proxy: FaultProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    # S3 Express directory buckets answer 400 InvalidArgument to StartAfter.
+    proxy.set_rates({Fault.INVALID_ARGUMENT: 1.0}, eligible=with_start_after)
+    config = S3Config.resolve(endpoint_url=proxy.endpoint_url)
+    with caplog.at_level(logging.WARNING, logger="torchdata_s3.listing"):
+        listed, _listing = in_parallel(f"s3://{shaped_bucket}/tree/", config)
+    assert [key for key, _size in listed] == sorted(key for key in tree_keys())
+    assert any("refused ListObjectsV2's StartAfter" in record.message for record in caplog.records)
+
+
+def test_a_failed_range_raises_after_every_key_before_it(shaped_bucket: str, proxy: FaultProxy) -> None:
+    proxy.set_rates({Fault.INTERNAL_ERROR: 1.0}, eligible=with_start_after)
+    config = S3Config.resolve(endpoint_url=proxy.endpoint_url, max_retries=0)
+    url = f"s3://{shaped_bucket}/flat/"
+    location = parse_s3_url(url)
+    listing = ParallelListing(
+        native_client(config),
+        location,
+        max_requests=16,
+        page_size=PAGE,
+        timeout_ms=config.request_timeout_ms,
+        failure_of=lambda error: error,
+    )
+    yielded = []
+    with pytest.raises(S3Error) as raised:
+        for key, _size, _etag in listing:
+            yielded.append(key)
+    # The first page (no StartAfter) came; the range after it failed, and was raised at its turn.
+    assert yielded == sorted(flat_keys())[:PAGE]
+    assert raised.value.crt_error == "AWS_ERROR_S3_INTERNAL_ERROR"
+    assert "flat/" in str(raised.value)
+
+
+def test_slow_down_beyond_the_crt_retries_backs_off_and_completes(
+    shaped_bucket: str, proxy: FaultProxy
+) -> None:
+    proxy.set_rates({Fault.SLOW_DOWN: 0.3}, eligible=is_listing)
+    config = S3Config.resolve(endpoint_url=proxy.endpoint_url, max_retries=0)
+    listed, listing = in_parallel(f"s3://{shaped_bucket}/numbered/", config)
+    assert [key for key, _size in listed] == numbered_keys()
+    assert proxy.injected[Fault.SLOW_DOWN] > 0
+    assert listing.fewest_requests < 16, "SlowDown did not reduce the requests in flight"

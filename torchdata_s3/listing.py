@@ -1,0 +1,493 @@
+"""Listing a prefix with many ListObjectsV2 requests in flight, yielding keys in S3's order as they arrive.
+
+One stream of pages lists 1,000 keys per round trip: 10^6 keys 100 ms away take 100 s. This module splits
+the prefix into contiguous key ranges, each listed by its own chain of pages, all in flight together
+(``S3Config.max_list_requests``), and yields the ranges in key order as their pages arrive. The requests
+are the native core's (``ListPageRequest``, answered into a ``CompletionQueue``); the policy is here:
+
+- **Folders fan out.** Every page is asked for with the delimiter ``/``, so a page names the folders under
+  its range instead of listing their keys one page at a time; each folder becomes a range of its own,
+  listed in parallel, at its place in the order.
+- **A flat key space splits.** A range whose remaining keys would take several pages is cut in two with
+  ``StartAfter`` at a key halfway between where it stands and where it ends, halfway as measured over the
+  characters seen in keys so far (hashed names, numbered files), and the density its own pages showed.
+  Splits follow the pages: each page lets its range be cut once more, the range that looks longest first,
+  so the ranges double per round trip where keys are, and a guess where there are none costs one request.
+  A split point never holds a ``/`` past its range's prefix, so a folder is never cut in two (S3 would
+  name it on both sides).
+- **The first keys come after one round trip.** The first page is asked for without a delimiter, so its
+  keys are yielded at once even when the prefix is a tree; the ranges after it skip what it covered.
+- **Exact and bounded.** Every key is yielded once, in order: a range drops what its answer holds beyond its
+  end (the range after it lists that itself). Pages that arrive ahead of the reader wait within
+  ``BUFFERED_KEYS``; past that, only the earliest range is asked for more.
+- **Servers without StartAfter** (S3 Express directory buckets refuse it): the first refusal switches the
+  listing to one stream of pages, which resumes after the last key yielded; a log line says why.
+
+A failed page raises when its range is reached, after every key before it, as a single stream would.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+import logging
+from collections import deque
+from collections.abc import Iterator
+from typing import Any, Callable, Optional, Union
+
+from . import _core
+from .errors import S3Error
+from .url import S3Url
+
+__all__ = ["DELIMITER", "ParallelListing"]
+
+logger = logging.getLogger(__name__)
+
+DELIMITER = "/"
+# Keys received but not yet yielded, across all ranges, beyond which only the earliest range is asked for
+# more (about 15 MB of Python tuples).
+BUFFERED_KEYS = 100_000
+# A range is split only when it looks longer than this many pages: shorter ones finish before a split pays.
+SPLIT_MIN_PAGES = 2
+# Characters of a key, past its range's prefix, that split points are computed over.
+SPLIT_DIGITS = 12
+# S3's page size when the caller does not set one.
+DEFAULT_PAGE_KEYS = 1000
+# Pages whose every key teaches the alphabet; later pages, their first and last keys.
+ALPHABET_PAGES = 8
+# Retries in a row of a page S3 still answered 503 SlowDown after the CRT's own retries; each halves the
+# requests in flight.
+THROTTLED_RETRIES = 8
+
+Entry = tuple  # (key, size, etag), as the native page gives it
+
+
+class _Range:
+    """Keys of one contiguous part of the listing: under ``prefix``, after ``after`` (exclusive) and up to
+    ``upto`` (inclusive; None: to the end of the prefix). Listed by its own chain of pages."""
+
+    __slots__ = (
+        "after",
+        "density",
+        "failure",
+        "finished",
+        "in_flight",
+        "items",
+        "listed",
+        "may_split",
+        "plain",
+        "position",
+        "prefix",
+        "skip",
+        "successor",
+        "throttled",
+        "token",
+        "upto",
+    )
+
+    def __init__(self, prefix: str, after: Optional[str], upto: Optional[str]) -> None:
+        self.prefix = prefix
+        self.after = after
+        self.upto = upto
+        self.token: Optional[str] = None  # the next page's continuation token
+        self.position = after if after is not None else prefix  # the last key or folder listed
+        # What it yields, in order: lists of entries and the ranges of its folders.
+        self.items: deque[Union[list, _Range]] = deque()
+        self.in_flight = False
+        self.finished = False  # no page left to ask for
+        self.failure: Optional[BaseException] = None
+        self.successor: Optional[_Range] = None  # the range split off after it
+        # (keys, width) its pages covered, width measured by the listing's alphabet: how dense it is.
+        self.density: Optional[tuple[int, int]] = None
+        self.listed = False  # among the ranges that splitting considers
+        # Split at most once per page it brought: a range split off knows nothing of its keys yet, and is not
+        # cut again before its own first page tells how dense it is. Splits then double per round trip
+        # where keys are, instead of being spent on guesses where there may be none.
+        self.may_split = False
+        self.plain = False  # asked for without the delimiter (the listing's first page)
+        self.skip: Optional[str] = None  # a folder of it that another range lists
+        self.throttled = 0  # pages of it that S3 refused with SlowDown beyond the CRT's retries
+
+    def beyond(self, name: str) -> bool:
+        return self.upto is not None and name > self.upto
+
+
+class _Alphabet:
+    """The characters seen in keys, for measuring how far apart two keys are (see :meth:`number`)."""
+
+    def __init__(self) -> None:
+        self.characters: list[str] = []
+        self._seen: set[str] = set()
+
+    def learn(self, text: str) -> None:
+        new = set(text) - self._seen
+        if new:
+            self._seen |= new
+            self.characters = sorted(self._seen - {DELIMITER})
+
+    def number(self, text: str) -> int:
+        """``text`` as a number in base len(characters) + 1 over SPLIT_DIGITS digits, increasing with the
+        text's order as far as those digits and characters tell (0 stands for the end of the text)."""
+        base = len(self.characters) + 1
+        value = 0
+        for index in range(SPLIT_DIGITS):
+            # A character not seen ranks with the last seen one below it.
+            digit = bisect.bisect_right(self.characters, text[index]) if index < len(text) else 0
+            value = value * base + digit
+        return value
+
+    def text(self, number: int) -> str:
+        """The inverse of :meth:`number` (trailing zero digits dropped)."""
+        base = len(self.characters) + 1
+        digits = []
+        for _ in range(SPLIT_DIGITS):
+            number, digit = divmod(number, base)
+            digits.append(digit)
+        characters = []
+        for digit in reversed(digits):
+            if digit == 0:
+                break
+            characters.append(self.characters[digit - 1])
+        return "".join(characters)
+
+    @property
+    def top(self) -> int:
+        """The number past every text made of the characters seen."""
+        return (len(self.characters) + 1) ** SPLIT_DIGITS
+
+
+class StartAfterRefused(Exception):
+    """The server refused a StartAfter (S3 Express directory buckets do): list in one stream instead."""
+
+
+class ParallelListing:
+    """Iterates ``(key, size, etag)`` of every key under ``location``, in S3's order (see the module doc).
+
+    Args:
+        native: the native client.
+        location: the bucket and prefix.
+        max_requests: requests in flight at most (``S3Config.max_list_requests``).
+        page_size: keys per page [S3's 1,000].
+        timeout_ms: ``request_timeout_ms``.
+        failure_of: turns what a page request raised into the S3Error to raise (see ``S3Client``).
+    """
+
+    def __init__(
+        self,
+        native: _core.S3Client,
+        location: S3Url,
+        *,
+        max_requests: int,
+        page_size: Optional[int],
+        timeout_ms: int,
+        failure_of: Callable[[Exception], BaseException],
+    ) -> None:
+        self.native = native
+        self.location = location
+        self.allowed_requests = max(1, max_requests)
+        self.max_requests = self.allowed_requests  # lower while S3 answers SlowDown
+        self.fewest_requests = self.max_requests  # the lowest it went, for tests and logs
+        self.page_size = page_size or 0
+        self.page_keys = page_size or DEFAULT_PAGE_KEYS
+        self.timeout_ms = timeout_ms
+        self.failure_of = failure_of
+        self.queue = _core.CompletionQueue()
+        self.alphabet = _Alphabet()
+        self.buffered = 0  # keys in ranges' items, not yet yielded
+        self._tags = itertools.count()
+        self._in_flight: dict[int, tuple[_Range, Any, bool]] = {}  # tag -> (range, request, with start-after)
+        self._waiting: list[tuple[str, int, _Range]] = []  # ranges to ask next, earliest first
+        self._open: list[_Range] = []  # ranges whose chains go on (split candidates)
+        self.requests = 0  # sent, for tests and logs
+        self.splits = 0
+        self.peak_in_flight = 0
+        self.pages = 0
+        self.last_yielded: Optional[str] = None  # the reader's progress (a fallback resumes after it)
+
+    # -- iteration ---------------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Entry]:
+        root = _Range(self.location.key, None, None)
+        root.plain = True
+        try:
+            try:
+                yield from self._drain(root, first=True)
+            except StartAfterRefused:
+                logger.warning(
+                    "s3://%s/%s: the server refused ListObjectsV2's StartAfter (as S3 Express directory "
+                    "buckets do); listing in one stream of pages instead of %d in parallel",
+                    self.location.bucket,
+                    self.location.key,
+                    self.max_requests,
+                )
+                self._cancel_all()
+                yield from self._one_stream()
+        finally:
+            self._cancel_all()
+
+    def _drain(self, first_range: _Range, first: bool = False) -> Iterator[Entry]:
+        current: Optional[_Range] = first_range
+        if first:
+            self._send(first_range)
+        while current is not None:
+            while True:
+                if current.items:
+                    item = current.items.popleft()
+                    if isinstance(item, _Range):
+                        yield from self._drain(item)
+                    else:
+                        self.buffered -= len(item)
+                        yield from item
+                        self.last_yielded = item[-1][0]
+                    continue
+                if current.failure is not None:
+                    raise current.failure
+                if current.finished and not current.in_flight:
+                    break
+                self._pump()
+            current = current.successor
+
+    def _one_stream(self) -> Iterator[Entry]:
+        # After a refused StartAfter: from the start, skipping what was yielded.
+        token = ""
+        while True:
+            tag = next(self._tags)
+            request = self.native.start_list_objects_v2(
+                self.location.bucket,
+                queue=self.queue,
+                tag=tag,
+                prefix=self.location.key,
+                continuation_token=token,
+                max_keys=self.page_size,
+                timeout_ms=self.timeout_ms,
+            )
+            objects, _folders, next_token = self._result(request)
+            for entry in objects:
+                if self.last_yielded is None or entry[0] > self.last_yielded:
+                    yield entry
+            if next_token is None:
+                return
+            token = next_token
+
+    # -- requests ----------------------------------------------------------------------------------------
+
+    def _result(self, request: Any) -> tuple[list, list, Optional[str]]:
+        try:
+            return request.result()
+        except (S3Error, ValueError) as error:
+            raise self.failure_of(error) from None
+
+    def _send(self, chain: _Range) -> None:
+        tag = next(self._tags)
+        delimiter = "" if chain.plain else DELIMITER
+        start_after = chain.after if chain.token is None and chain.after is not None else ""
+        request = self.native.start_list_objects_v2(
+            self.location.bucket,
+            queue=self.queue,
+            tag=tag,
+            prefix=chain.prefix,
+            delimiter=delimiter,
+            continuation_token=chain.token or "",
+            start_after=start_after,
+            max_keys=self.page_size,
+            timeout_ms=self.timeout_ms,
+        )
+        self._in_flight[tag] = (chain, request, bool(start_after))
+        chain.in_flight = True
+        self.requests += 1
+        self.peak_in_flight = max(self.peak_in_flight, len(self._in_flight))
+
+    def _wait_for(self, chain: _Range) -> None:
+        heapq.heappush(self._waiting, (chain.position, next(self._tags), chain))
+
+    def _pump(self) -> None:
+        """Sends what may be sent, then waits for one answer and takes in every answer that has come."""
+        self._send_waiting()
+        if not self._in_flight:
+            raise RuntimeError("ListObjectsV2 in parallel: nothing in flight while a range waits (a bug)")
+        tag = self.queue.pop(self.timeout_ms or 2**31 - 1)
+        if tag is None:
+            # Nothing answered in time: the earliest request's own wait fails it with the typed timeout.
+            tag = min(self._in_flight)
+        while tag is not None:
+            if tag in self._in_flight:
+                self._take(tag)
+            tag = self.queue.pop(0)
+        self._send_waiting()
+
+    def _send_waiting(self) -> None:
+        while len(self._in_flight) < self.max_requests:
+            if self.buffered > BUFFERED_KEYS and self._in_flight:
+                return  # the reader is behind: only the earliest range, and only when nothing else is out
+            if not self._waiting and not self._split():
+                return
+            _position, _order, chain = heapq.heappop(self._waiting)
+            if not chain.finished and chain.failure is None and not chain.in_flight:
+                self._send(chain)
+
+    def _take(self, tag: int) -> None:
+        chain, request, with_start_after = self._in_flight.pop(tag)
+        chain.in_flight = False
+        try:
+            objects, folders, token = request.result()
+        except (S3Error, ValueError) as error:
+            status = error.http_status if isinstance(error, S3Error) else None
+            if with_start_after and status == 400:
+                raise StartAfterRefused() from error
+            slow_down = status == 503 or getattr(error, "crt_error", "") == "AWS_ERROR_S3_SLOW_DOWN"
+            if slow_down and chain.throttled < THROTTLED_RETRIES:
+                # SlowDown after the CRT's retries: half the requests at once, and this page again. Each
+                # page that comes allows one more (as TCP backs off and recovers).
+                chain.throttled += 1
+                self.max_requests = max(1, self.max_requests // 2)
+                self.fewest_requests = min(self.fewest_requests, self.max_requests)
+                logger.info("ListObjectsV2 throttled (SlowDown): %d requests in flight", self.max_requests)
+                self._wait_for(chain)
+                return
+            chain.failure = self.failure_of(error)
+            chain.finished = True
+            return
+        chain.throttled = 0
+        if self.max_requests < self.allowed_requests:
+            self.max_requests += 1
+        self._absorb(chain, objects, folders, token)
+
+    def _absorb(self, chain: _Range, objects: list, folders: list, token: Optional[str]) -> None:
+        """Takes one page into its range: keys and folders in order, up to the range's end."""
+        cut = len(chain.prefix)
+        if self.pages < ALPHABET_PAGES:
+            for entry in objects:
+                self.alphabet.learn(entry[0][cut:])
+        elif objects:
+            self.alphabet.learn(objects[0][0][cut:])
+            self.alphabet.learn(objects[-1][0][cut:])
+        self.pages += 1
+        upto = chain.upto
+        if upto is not None:
+            # What lies beyond the range's end belongs to the range after it, which lists it itself.
+            kept = len(objects)
+            while kept and objects[kept - 1][0] > upto:
+                kept -= 1
+            kept_folders = bisect.bisect_right(folders, upto)
+            if kept < len(objects) or kept_folders < len(folders):
+                token = None
+            objects, folders = objects[:kept], folders[:kept_folders]
+        before = chain.position
+        batch: list = []
+        names = iter(folders)
+        folder = next(names, None)
+        for entry in objects:
+            while folder is not None and folder < entry[0]:
+                batch = self._add_folder(chain, batch, folder)
+                folder = next(names, None)
+            batch.append(entry)
+        while folder is not None:
+            batch = self._add_folder(chain, batch, folder)
+            folder = next(names, None)
+        if batch:
+            chain.items.append(batch)
+            self.buffered += len(batch)
+        last = max(objects[-1][0] if objects else "", folders[-1] if folders else "")
+        if last:
+            chain.position = last
+            low = self.alphabet.number(before[cut:]) if before.startswith(chain.prefix) else 0
+            width = max(1, self.alphabet.number(last[cut:]) - low)
+            keys, covered = chain.density or (0, 0)
+            chain.density = (keys + len(objects) + len(folders), covered + width)
+        if token is None:
+            chain.finished = True
+            return
+        if chain.plain:
+            self._continue_after_first_page(chain)
+            return
+        chain.token = token
+        chain.may_split = True
+        self._wait_for(chain)
+        if not chain.listed:
+            chain.listed = True
+            self._open.append(chain)
+
+    def _continue_after_first_page(self, first: _Range) -> None:
+        """The first page came without a delimiter; the rest is listed with one, in ranges that go on after
+        its last key: the rest of the folder that key is in, then the rest of each folder around that one,
+        innermost first (its token would go on without a delimiter, and whether S3 names a folder again
+        when StartAfter falls inside it is not something to rely on)."""
+        last = first.position
+        first.plain = False
+        first.finished = True
+        folders = []
+        end = last.find(DELIMITER, len(first.prefix))
+        while end != -1:
+            folders.append(last[: end + 1])
+            end = last.find(DELIMITER, end + 1)
+        ranges = []
+        after, inner = last, None
+        for folder in reversed([first.prefix, *folders]):
+            following = _Range(folder, after, None)
+            following.skip = inner
+            ranges.append(following)
+            after = inner = folder
+        ranges[-1].successor = first.successor
+        for earlier, later in zip(ranges, ranges[1:]):
+            earlier.successor = later
+        first.successor = ranges[0]
+        for following in ranges:
+            self._wait_for(following)
+
+    def _add_folder(self, chain: _Range, batch: list, folder: str) -> list:
+        if batch:
+            chain.items.append(batch)
+            self.buffered += len(batch)
+        if folder == chain.skip:
+            return []  # listed by the range before this one (a server may name it when StartAfter is in it)
+        child = _Range(folder, None, None)
+        chain.items.append(child)
+        self._wait_for(child)
+        return []
+
+    # -- splitting ---------------------------------------------------------------------------------------
+
+    def _split(self) -> bool:
+        """Cuts the range that looks longest in two; False if none looks longer than SPLIT_MIN_PAGES."""
+        alphabet = self.alphabet
+        if not alphabet.characters:
+            return False
+        best: Optional[tuple[float, int, int, _Range]] = None
+        still_open = []
+        for chain in self._open:
+            if chain.finished or chain.failure is not None:
+                chain.listed = False
+                continue
+            still_open.append(chain)
+            if chain.density is None or not chain.may_split:
+                continue
+            cut = len(chain.prefix)
+            low = alphabet.number(chain.position[cut:]) if chain.position.startswith(chain.prefix) else 0
+            high = alphabet.number(chain.upto[cut:]) if chain.upto is not None else alphabet.top
+            keys, covered = chain.density
+            remaining = keys * (high - low) / covered
+            if best is None or remaining > best[0]:
+                best = (remaining, low, high, chain)
+        self._open = still_open
+        if best is None or best[0] < SPLIT_MIN_PAGES * self.page_keys:
+            return False
+        remaining, low, high, chain = best
+        middle = chain.prefix + alphabet.text((low + high) // 2)
+        if not (chain.position < middle and (chain.upto is None or middle < chain.upto)):
+            return False
+        successor = _Range(chain.prefix, middle, chain.upto)
+        successor.successor = chain.successor
+        successor.listed = True
+        chain.successor = successor
+        chain.upto = middle
+        chain.may_split = False
+        self._open.append(successor)
+        self._wait_for(successor)
+        self.splits += 1
+        return True
+
+    def _cancel_all(self) -> None:
+        for _chain, request, _with in self._in_flight.values():
+            request.cancel()
+        self._in_flight.clear()
