@@ -17,7 +17,7 @@ namespace torchdata_s3 {
 // winding the request down.
 struct BodyRequestState : RequestState {
     BodyResponse response;
-    std::function<void()> on_done;  // see PendingBodyRequest
+    BodyRequestDone on_done;  // see PendingBodyRequest
 
     static int on_headers(aws_s3_meta_request*, const aws_http_headers* headers, int status, void* user_data) {
         auto* self = of<BodyRequestState>(user_data);
@@ -51,17 +51,15 @@ struct BodyRequestState : RequestState {
 
     static void on_finish(aws_s3_meta_request*, const aws_s3_meta_request_result* result, void* user_data) {
         auto* self = of<BodyRequestState>(user_data);
-        {
-            std::lock_guard<std::mutex> lock(self->mutex);
-            try {
-                self->finish_locked(*result);
-            } catch (const std::exception&) {  // out of memory while describing the failure
-                self->failed = true;
-                self->finished = true;
-                self->changed.notify_all();
-            }
+        std::lock_guard<std::mutex> lock(self->mutex);
+        try {
+            self->finish_locked(*result);
+        } catch (const std::exception&) {  // out of memory while describing the failure
+            self->failed = true;
+            self->finished = true;
+            self->changed.notify_all();
         }
-        if (self->on_done) self->on_done();
+        if (self->on_done) self->on_done(self->failed ? nullptr : &self->response);
     }
 };
 
@@ -72,7 +70,7 @@ std::string BodyResponse::header(const std::string& name) const {
     return {};
 }
 
-PendingBodyRequest::PendingBodyRequest(S3Client& client, const BodyRequest& request, std::function<void()> on_done)
+PendingBodyRequest::PendingBodyRequest(S3Client& client, const BodyRequest& request, BodyRequestDone on_done)
     : state_(std::make_shared<BodyRequestState>()), timeout_ms_(request.timeout_ms) {
     state_->operation = request.operation;
     state_->bucket = request.bucket;

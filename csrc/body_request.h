@@ -33,11 +33,14 @@ struct BodyResponse {
 
 struct BodyRequestState;
 
-// A body request in flight. `on_done`, if given, is called once when it finishes or fails, on a CRT thread
-// and outside this request's lock: it must be quick and must not call back into this request.
+// Called once when a body request finishes, on a CRT thread, under the request's lock: with the complete
+// response, or with nullptr if the request failed. It must not call back into the request.
+using BodyRequestDone = std::function<void(const BodyResponse* response)>;
+
+// A body request in flight; `on_done` (optional) sees its outcome first.
 class PendingBodyRequest {
 public:
-    PendingBodyRequest(S3Client& client, const BodyRequest& request, std::function<void()> on_done = {});
+    PendingBodyRequest(S3Client& client, const BodyRequest& request, BodyRequestDone on_done = {});
     ~PendingBodyRequest();  // cancels it if it has not finished
     PendingBodyRequest(const PendingBodyRequest&) = delete;
     PendingBodyRequest& operator=(const PendingBodyRequest&) = delete;

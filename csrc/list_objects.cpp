@@ -136,8 +136,23 @@ bool CompletionQueue::pop(uint64_t* tag, uint32_t timeout_ms) {
 
 PendingListPage::PendingListPage(S3Client& client, const ListObjectsRequest& request,
                                  std::shared_ptr<CompletionQueue> queue, uint64_t tag)
-    : request_(client, list_request(request), [queue = std::move(queue), tag] { queue->push(tag); }) {}
+    : parsed_(std::make_shared<Parsed>()),
+      request_(client, list_request(request),
+               [parsed = parsed_, queue = std::move(queue), tag](const BodyResponse* response) {
+                   if (response != nullptr) {
+                       try {
+                           parsed->page = parse_list_objects_v2(response->body);
+                       } catch (...) {  // malformed (std::invalid_argument), or out of memory
+                           parsed->error = std::current_exception();
+                       }
+                   }
+                   queue->push(tag);
+               }) {}
 
-ListObjectsPage PendingListPage::wait() { return parse_list_objects_v2(request_.wait().body); }
+ListObjectsPage PendingListPage::wait() {
+    request_.wait();  // throws the request's failure
+    if (parsed_->error) std::rethrow_exception(parsed_->error);
+    return std::move(parsed_->page);
+}
 
 }  // namespace torchdata_s3

@@ -45,13 +45,14 @@ __all__ = ["DELIMITER", "ParallelListing"]
 logger = logging.getLogger(__name__)
 
 DELIMITER = "/"
-# Keys received but not yet yielded, across all ranges, beyond which only the earliest range is asked for
-# more (about 15 MB of Python tuples).
-BUFFERED_KEYS = 100_000
+# Keys received but not yet yielded, across all ranges, beyond which only the range the reader waits for
+# (and the ranges cut from it) is asked for more: about 130 MB of Python tuples.
+BUFFERED_KEYS = 500_000
 # A range is split only when it looks longer than this many pages: shorter ones finish before a split pays.
 SPLIT_MIN_PAGES = 2
-# Characters of a key, past its range's prefix, that split points are computed over.
-SPLIT_DIGITS = 12
+# Characters of a key, past its range's prefix, that split points are computed over (numbered names vary
+# late: "n01440764_10026.JPEG").
+SPLIT_DIGITS = 24
 # S3's page size when the caller does not set one.
 DEFAULT_PAGE_KEYS = 1000
 # Pages whose every key teaches the alphabet; later pages, their first and last keys.
@@ -84,6 +85,7 @@ class _Range:
         "throttled",
         "token",
         "upto",
+        "urgent",
     )
 
     def __init__(self, prefix: str, after: Optional[str], upto: Optional[str]) -> None:
@@ -107,6 +109,8 @@ class _Range:
         self.may_split = False
         self.plain = False  # asked for without the delimiter (the listing's first page)
         self.skip: Optional[str] = None  # a folder of it that another range lists
+        # The reader waits for it (or it was cut from such a range): asked for even when pages ahead wait.
+        self.urgent = False
         self.throttled = 0  # pages of it that S3 refused with SlowDown beyond the CRT's retries
 
     def beyond(self, name: str) -> bool:
@@ -245,6 +249,7 @@ class ParallelListing:
                     raise current.failure
                 if current.finished and not current.in_flight:
                     break
+                current.urgent = True
                 self._pump()
             current = current.successor
 
@@ -317,14 +322,23 @@ class ParallelListing:
         self._send_waiting()
 
     def _send_waiting(self) -> None:
-        while len(self._in_flight) < self.max_requests:
-            if self.buffered > BUFFERED_KEYS and self._in_flight:
-                return  # the reader is behind: only the earliest range, and only when nothing else is out
-            if not self._waiting and not self._split():
-                return
-            _position, _order, chain = heapq.heappop(self._waiting)
-            if not chain.finished and chain.failure is None and not chain.in_flight:
-                self._send(chain)
+        # Long ranges are cut even while others wait their turn (a folder holding most of the keys would
+        # otherwise be listed one page at a time until every folder was asked for), as many as free slots.
+        while len(self._in_flight) + len(self._waiting) < self.max_requests and self._split():
+            pass
+        behind = self.buffered > BUFFERED_KEYS  # the reader is behind: only what it waits for
+        postponed = []
+        while len(self._in_flight) < self.max_requests and self._waiting:
+            entry = heapq.heappop(self._waiting)
+            chain = entry[2]
+            if chain.finished or chain.failure is not None or chain.in_flight:
+                continue
+            if behind and not chain.urgent:
+                postponed.append(entry)
+                continue
+            self._send(chain)
+        for entry in postponed:
+            heapq.heappush(self._waiting, entry)
 
     def _take(self, tag: int) -> None:
         chain, request, with_start_after = self._in_flight.pop(tag)
@@ -373,7 +387,8 @@ class ParallelListing:
             if kept < len(objects) or kept_folders < len(folders):
                 token = None
             objects, folders = objects[:kept], folders[:kept_folders]
-        before = chain.position
+        # Where this page's keys started: after the range's last one, or at its own first for a first page.
+        before = chain.position if chain.density is not None or chain.after is not None else None
         batch: list = []
         names = iter(folders)
         folder = next(names, None)
@@ -391,7 +406,12 @@ class ParallelListing:
         last = max(objects[-1][0] if objects else "", folders[-1] if folders else "")
         if last:
             chain.position = last
-            low = self.alphabet.number(before[cut:]) if before.startswith(chain.prefix) else 0
+            first = (
+                before
+                if before is not None
+                else min([*(objects[0][:1] if objects else ()), *folders[:1], last])
+            )
+            low = self.alphabet.number(first[cut:]) if first.startswith(chain.prefix) else 0
             width = max(1, self.alphabet.number(last[cut:]) - low)
             keys, covered = chain.density or (0, 0)
             chain.density = (keys + len(objects) + len(folders), covered + width)
@@ -449,7 +469,14 @@ class ParallelListing:
     # -- splitting ---------------------------------------------------------------------------------------
 
     def _split(self) -> bool:
-        """Cuts the range that looks longest in two; False if none looks longer than SPLIT_MIN_PAGES."""
+        """Cuts the range that looks longest; False if none looks longer than SPLIT_MIN_PAGES pages.
+
+        A range with an end is cut in two halfway. A range that goes to the end of its prefix, where nothing
+        tells how far its keys go, is cut at points a page's width, then 2, 4, 8... page widths past where
+        it stands (as far as the free request slots allow): where its keys end, the ranges past that cost
+        one request each, a few whatever the key space, where halving towards the end of the alphabet
+        would spend one round trip per halving.
+        """
         alphabet = self.alphabet
         if not alphabet.characters:
             return False
@@ -467,24 +494,48 @@ class ParallelListing:
             high = alphabet.number(chain.upto[cut:]) if chain.upto is not None else alphabet.top
             keys, covered = chain.density
             remaining = keys * (high - low) / covered
-            if best is None or remaining > best[0]:
+            if remaining < SPLIT_MIN_PAGES * self.page_keys:
+                continue
+            # The earliest long range first: the reader needs it before the others.
+            if best is None or (not chain.urgent, chain.position) < (not best[3].urgent, best[3].position):
                 best = (remaining, low, high, chain)
         self._open = still_open
-        if best is None or best[0] < SPLIT_MIN_PAGES * self.page_keys:
+        if best is None:
             return False
-        remaining, low, high, chain = best
-        middle = chain.prefix + alphabet.text((low + high) // 2)
-        if not (chain.position < middle and (chain.upto is None or middle < chain.upto)):
+        _remaining, low, high, chain = best
+        keys, covered = chain.density  # type: ignore[misc]
+        if chain.upto is not None:
+            numbers = [(low + high) // 2]
+        else:
+            page_width = max(1, covered * self.page_keys // max(1, keys))
+            slots = max(1, self.max_requests - len(self._in_flight))
+            numbers = []
+            step = page_width
+            while len(numbers) < slots and low + step < high:
+                numbers.append(low + step)
+                step *= 2
+        points = []
+        for number in numbers:
+            point = chain.prefix + alphabet.text(number)
+            if point > (points[-1] if points else chain.position) and (
+                chain.upto is None or point < chain.upto
+            ):
+                points.append(point)
+        if not points:
             return False
-        successor = _Range(chain.prefix, middle, chain.upto)
-        successor.successor = chain.successor
-        successor.listed = True
-        chain.successor = successor
-        chain.upto = middle
         chain.may_split = False
-        self._open.append(successor)
-        self._wait_for(successor)
-        self.splits += 1
+        earlier = chain
+        for point, later_point in zip(points, [*points[1:], chain.upto]):
+            following = _Range(chain.prefix, point, later_point)
+            following.successor = earlier.successor
+            following.listed = True
+            following.urgent = chain.urgent
+            earlier.successor = following
+            earlier.upto = point
+            self._open.append(following)
+            self._wait_for(following)
+            earlier = following
+        self.splits += len(points)
         return True
 
     def _cancel_all(self) -> None:
