@@ -1,11 +1,15 @@
-"""The generated-keys listing endpoint (listing-scale's): S3's ListObjectsV2 semantics, seen through boto3."""
+"""The generated-keys listing endpoint (listing-scale's): S3's ListObjectsV2 semantics, seen through boto3;
+and the workload's adapters, each listing it through the harness."""
 
 from __future__ import annotations
 
+import argparse
 import http.client
+import io
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import boto3
@@ -13,8 +17,12 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from benchmarks import listing_scale
+from benchmarks.clients import CLIENTS, load
+from benchmarks.clients.common import Context, consume_listing, ordered_digest
 from benchmarks.endpoint.generated_keys import SHAPES, key_space
 from benchmarks.endpoint.generated_server import GeneratedEndpoint
+from benchmarks.progress import Progress
 
 pytestmark = pytest.mark.integration
 
@@ -189,3 +197,43 @@ def test_latency_is_per_request_not_queued() -> None:
         wall = time.monotonic() - started
         assert len(seconds) == 150 and min(seconds) >= 0.29
         assert wall < 3.0, f"150 requests of 300 ms took {wall:.2f} s: they queued"
+
+
+# --- the listing-scale workload's adapters, through the harness's own path ----------------------------------
+
+SCALE_CLIENTS = [name for name in CLIENTS if hasattr(load(name), "listing_scale")]
+
+
+def test_every_listing_scale_adapter_lists_every_key_in_order(tmp_path: Path) -> None:
+    """Each client's untimed check run (on the latency-free twin) lists exactly the key space, in order;
+    then one timed round, whose first and last keys are checked."""
+    assert {"torchdata_s3", "boto3", "s3fs", "s3torchconnector", "obstore"} <= set(SCALE_CLIENTS)
+    arguments = argparse.Namespace(
+        listing_keys=2345,
+        listing_ten_million=False,
+        listing_shapes="flat",
+        listing_page_ms=5.0,
+        rounds=1,
+        timeout_s=120.0,
+        output=tmp_path,
+    )
+    document = listing_scale.run(arguments, SCALE_CLIENTS, Progress(0, io.StringIO()))
+    runs = document["runs"]
+    assert [run["error"] for run in runs if run["error"]] == []
+    assert {run["client"] for run in runs} == set(SCALE_CLIENTS)
+    assert all(run["items"] == 2345 and run["extra"]["first_key_seconds"] > 0 for run in runs)
+    assert document["meta"]["endpoint_capacity"]["flat 2,345"]["pages_per_s"] > 0
+    assert "first key s" in listing_scale.first_key_table(document)
+
+
+def test_a_partial_listing_is_not_timed_as_complete() -> None:
+    context = Context("", "flat", "images/", [], expected_first_key="a", expected_last_key="c")
+    assert consume_listing(iter(["a", "b", "c"]), context).items == 3
+    with pytest.raises(RuntimeError, match="expected 'a' to 'c'"):
+        consume_listing(iter(["a", "b"]), context)
+
+
+def test_the_check_digest_sees_the_order() -> None:
+    context = Context("", "flat", "images/", [], verify=True)
+    assert consume_listing(iter(["a", "b"]), context).digest == ordered_digest(["a", "b"])
+    assert ordered_digest(["a", "b"]) != ordered_digest(["b", "a"])
