@@ -163,7 +163,10 @@ def run_interleaved(
     for case in cases:
         clients = clients_for(case)
         title = f"{case.workload} {case.variant}".strip()
-        verified = Case(**{**asdict(case), "context": Context(**{**asdict(case.context), "verify": True})})
+        checked_context = {**asdict(case.context), "verify": True}
+        if case.context.verify_endpoint_url:  # listing-scale: the same keys, without the page latency
+            checked_context["endpoint_url"] = case.context.verify_endpoint_url
+        verified = Case(**{**asdict(case), "context": Context(**checked_context)})
         for client in list(clients) if check_content else []:  # correctness first, untimed
             try:
                 result = measure(client, verified, environment, timeout_s, access_log)

@@ -77,6 +77,18 @@ WORKLOADS: dict[str, Workload] = {
         Workload("large", "MB/s", ("large",), _megabytes_per_second, "read every large object to its end"),
         Workload("small", "objects/s", ("small",), _items_per_second, "read every small object to its end"),
         Workload("listing", "keys/s", ("list",), _items_per_second, "list every key", cpu_per_gb=False),
+        # Issue 21: listing a prefix of 10^6 (or 10^7) generated keys, 100 ms per page, on an endpoint of its
+        # own (benchmarks.listing_scale); not part of --full (sequential peers take ~2 min per listing).
+        Workload(
+            "listing-scale",
+            "keys/s",
+            (),
+            _items_per_second,
+            "list a prefix of 10^6 generated keys (tree or flat) at 100 ms per page, as user code iterates "
+            "it; time to the first key in the JSON",
+            cpu_per_gb=False,
+            ceiling="",
+        ),
         Workload("stream", "MB/s", ("huge",), _megabytes_per_second, "one huge object in 1 MiB read() calls"),
         Workload(
             "gil",
@@ -171,6 +183,9 @@ WORKLOADS: dict[str, Workload] = {
 
 WRITES = tuple(name for name, workload in WORKLOADS.items() if workload.writes)
 
+
+OPT_IN = ("listing-scale",)
+"""Workloads only run when named in --workloads (not by --full or --quick)."""
 
 HEADLINE = ("large", "small")
 """What a run with no options measures (on both profiles): the issue's targets for object reads."""

@@ -7,7 +7,7 @@ import os
 import boto3
 from botocore.config import Config
 
-from .common import Context, Measurement, consume_keys, consume_objects, gil_pace
+from .common import Context, Measurement, consume_keys, consume_listing, consume_objects, gil_pace
 from .images import Sample, consume_images, decode
 
 NAME = "boto3"
@@ -46,6 +46,17 @@ def listing(ctx: Context) -> Measurement:
                 yield entry["Key"]
 
     return consume_keys(keys(), ctx)
+
+
+def listing_scale(ctx: Context) -> Measurement:
+    s3 = client(ctx)
+
+    def keys():  # type: ignore[no-untyped-def]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=ctx.bucket, Prefix=ctx.prefix):
+            for entry in page.get("Contents", []):
+                yield entry["Key"]
+
+    return consume_listing(keys(), ctx)
 
 
 # One 1 GiB object read the same way (the memory workload), and the large objects beside a Python thread.

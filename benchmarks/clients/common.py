@@ -42,6 +42,11 @@ class Context:
     # ``<served_dir>/<bucket>/<key>`` and are read back from for the content check; "" (an external endpoint):
     # read back and delete through S3 (see benchmarks.writes).
     served_dir: str = ""
+    # listing-scale: where the untimed check run lists (the same generated keys with no page latency), and
+    # the first and last key every timed run must also see (checked after its clock stops).
+    verify_endpoint_url: str = ""
+    expected_first_key: str = ""
+    expected_last_key: str = ""
 
     def urls(self) -> list[str]:
         return [f"s3://{self.bucket}/{key}" for key in self.keys]
@@ -187,6 +192,51 @@ def consume_keys(keys: Iterable[str], ctx: Context) -> Measurement:
             if digest.enabled:
                 digest.add(zlib.crc32(key.encode()))
     return Measurement(count, 0, watch.seconds, digest.value(), watch.cpu_seconds)
+
+
+def ordered_digest(keys: Iterable[str]) -> int:
+    """CRC-32 of the keys in order, each followed by a newline: equal only for the same keys in the same
+    order (listing-scale's check; :class:`Digest` is order-independent)."""
+    crc = 0
+    for key in keys:
+        crc = zlib.crc32(key.encode("utf-8", "surrogatepass") + b"\n", crc)
+    return crc
+
+
+def consume_listing(keys: Iterable[str], ctx: Context) -> Measurement:
+    """The listing-scale workload's timed loop: counts the keys as user code sees them, with the time to the
+    first (``extra["first_key_seconds"]``). The check run (``ctx.verify``) also digests them in order. After
+    the clock: the first and last key must be the expected ones, or it raises (a partial or misordered
+    listing must not be timed as if complete)."""
+    count = 0
+    first = last = ""
+    first_seconds = None
+    crc = 0
+    with Stopwatch() as watch:
+        iterator = iter(keys)
+        for key in iterator:
+            first_seconds = time.perf_counter() - watch.started
+            first = last = key
+            count = 1
+            if ctx.verify:
+                crc = zlib.crc32(key.encode("utf-8", "surrogatepass") + b"\n", crc)
+            break
+        if ctx.verify:
+            for key in iterator:
+                count += 1
+                crc = zlib.crc32(key.encode("utf-8", "surrogatepass") + b"\n", crc)
+                last = key
+        else:
+            for key in iterator:
+                count += 1
+                last = key
+    if ctx.expected_first_key and (first, last) != (ctx.expected_first_key, ctx.expected_last_key):
+        raise RuntimeError(
+            f"listed {count} keys from {first!r} to {last!r}; expected {ctx.expected_first_key!r} to "
+            f"{ctx.expected_last_key!r}"
+        )
+    extra = {"first_key_seconds": first_seconds}
+    return Measurement(count, 0, watch.seconds, crc if ctx.verify else None, watch.cpu_seconds, extra)
 
 
 def strip_bucket(url_or_key: str, bucket: str) -> str:

@@ -11,7 +11,15 @@ from torch.utils.data.datapipes.iter import IterableWrapper
 import torchdata_s3
 from torchdata_s3.client import native_client
 
-from .common import Context, Measurement, consume_keys, consume_objects, consume_text, gil_pace
+from .common import (
+    Context,
+    Measurement,
+    consume_keys,
+    consume_listing,
+    consume_objects,
+    consume_text,
+    gil_pace,
+)
 from .epochs import cache_directory, consume_epochs
 from .images import Sample, consume_images, decode
 from .ours_writes import CONFIGURATION as WRITES_CONFIGURATION
@@ -70,6 +78,14 @@ def listing(ctx: Context) -> Measurement:
     head = f"s3://{ctx.bucket}/"
     urls = torchdata_s3.S3FileLister(IterableWrapper([head + ctx.prefix]), config=config)
     return consume_keys((url[len(head) :] for url in urls), ctx)
+
+
+def listing_scale(ctx: Context) -> Measurement:
+    """S3FileLister over the prefix, iterated as users do (each URL as it comes)."""
+    config = _config(ctx)
+    head = f"s3://{ctx.bucket}/"
+    urls = torchdata_s3.S3FileLister(IterableWrapper([head + ctx.prefix]), config=config)
+    return consume_listing((url[len(head) :] for url in urls), ctx)
 
 
 # --- images and random: PIL.Image.open, pyarrow and zipfile seek in the stream they are given ---------------

@@ -8,7 +8,7 @@ from s3torchconnector import S3ClientConfig, S3IterableDataset, S3MapDataset, S3
 from s3torchconnector._s3client import S3Client
 from torch.utils.data import DataLoader
 
-from .common import Context, Measurement, consume_keys, consume_objects, gil_pace
+from .common import Context, Measurement, consume_keys, consume_listing, consume_objects, gil_pace
 from .images import consume_images, decode
 from .random_access import read_selection
 from .s3torchconnector_writes import CONFIGURATION as WRITES_CONFIGURATION
@@ -47,6 +47,18 @@ def listing(ctx: Context) -> Measurement:
                 yield info.key
 
     return consume_keys(keys(), ctx)
+
+
+def listing_scale(ctx: Context) -> Measurement:
+    """``S3IterableDataset.from_prefix`` iterated for each object's key: its readers fetch nothing until
+    read, so this times the listing its users wait for before the first object."""
+    dataset = S3IterableDataset.from_prefix(
+        f"s3://{ctx.bucket}/{ctx.prefix}",
+        region=ctx.region,
+        endpoint=ctx.endpoint_url,
+        s3client_config=_config(),
+    )
+    return consume_listing((reader.key for reader in dataset), ctx)
 
 
 # One 1 GiB object read the same way (the memory workload), and the large objects beside a Python thread.

@@ -1,0 +1,120 @@
+"""ListObjectsV2 over generated key spaces (:mod:`benchmarks.endpoint.generated_keys`): one page as XML.
+
+The semantics are those of the on-disk listing sidecar (:mod:`benchmarks.endpoint.list_objects_v2`, whose
+request parsing, tokens and markers this reuses): keys strictly after ``start-after``; a continuation token
+supersedes ``start-after``; ``delimiter`` rolls keys up into ``CommonPrefixes`` (each counted once, against
+``max-keys``, at most 1,000); ``KeyCount``, ``IsTruncated``, ``NextContinuationToken``; text XML-escaped and,
+with ``encoding-type=url``, URL-encoded. Only the rendering differs: every key has the same size, ETag and
+LastModified, so a page is one string join over a template, about a millisecond per 1,000 keys.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+from urllib.parse import quote
+from xml.sax.saxutils import escape
+
+from benchmarks.endpoint.generated_keys import PLAIN_CHARACTERS, KeySpace
+from benchmarks.endpoint.list_objects_v2 import (
+    S3_XML_NAMESPACE,
+    ListRequest,
+    _after_all_under,
+    _common_prefix,
+    _encode_token,
+    _start_marker,
+)
+
+OBJECT_SIZE = 110_000  # an ImageNet JPEG's typical size
+ETAG = '"9b2cf535f27731c974343645a3985328"'
+LAST_MODIFIED = "2026-01-01T00:00:00.000Z"
+_XML_QUOTES = {'"': "&quot;"}
+_URL_SAFE = frozenset(PLAIN_CHARACTERS)
+_XML_PLAIN = frozenset("&<>\"'\r\n\t")
+
+
+class GeneratedPage:
+    """One page: keys, common prefixes, and the marker the next page starts from (None: the last page)."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.common_prefixes: list[str] = []
+        self.resume_marker: Optional[str] = None
+
+    @property
+    def key_count(self) -> int:
+        return len(self.keys) + len(self.common_prefixes)
+
+
+def generated_page(space: KeySpace, request: ListRequest) -> GeneratedPage:
+    """The page ``request`` asks for over ``space``: O(log n) keys computed per common prefix and per page,
+    plus one per listed key."""
+    page = GeneratedPage()
+    start = space.first_at_or_after(_start_marker(request))
+    end = space.first_at_or_after(_after_all_under(request.prefix)) if request.prefix else len(space)
+    if not request.delimiter:
+        stop = min(end, start + request.max_keys)
+        page.keys = space.keys(start, stop) if start < stop else []
+        if stop < end and page.keys:
+            page.resume_marker = page.keys[-1] + "\0"
+        return page
+    position = start
+    marker = ""
+    while position < end and page.key_count < request.max_keys:
+        key = space.key(position)
+        common_prefix = _common_prefix(key, request.prefix, request.delimiter)
+        if common_prefix is None:
+            page.keys.append(key)
+            marker = key + "\0"
+            position += 1
+        else:
+            page.common_prefixes.append(common_prefix)
+            marker = _after_all_under(common_prefix)
+            position = space.first_at_or_after(marker)
+    if position < end and page.key_count > 0:
+        page.resume_marker = marker
+    return page
+
+
+def render_generated_page(
+    bucket: str, request: ListRequest, page: GeneratedPage, plain: bool = False
+) -> bytes:
+    """The ``ListBucketResult`` document of ``page``; ``plain``: its keys need no escaping or encoding (the
+    key space's ``plain``), which saves a scan of every key."""
+
+    def text(value: str) -> str:
+        if request.url_encoded and not _URL_SAFE.issuperset(value):
+            value = quote(value, safe="/")
+        return escape(value, _XML_QUOTES) if not _XML_PLAIN.isdisjoint(value) else value
+
+    token = _encode_token(page.resume_marker) if page.resume_marker is not None else None
+    parts = [
+        '<?xml version="1.0" encoding="UTF-8"?>\n',
+        f'<ListBucketResult xmlns="{S3_XML_NAMESPACE}">',
+        f"<Name>{escape(bucket)}</Name>",
+        f"<Prefix>{text(request.prefix)}</Prefix>",
+    ]
+    if request.delimiter:
+        parts.append(f"<Delimiter>{text(request.delimiter)}</Delimiter>")
+    if request.start_after:
+        parts.append(f"<StartAfter>{text(request.start_after)}</StartAfter>")
+    if request.continuation_token is not None:
+        parts.append(f"<ContinuationToken>{escape(request.continuation_token)}</ContinuationToken>")
+    if request.url_encoded:
+        parts.append("<EncodingType>url</EncodingType>")
+    parts.append(f"<MaxKeys>{request.max_keys}</MaxKeys>")
+    parts.append(f"<KeyCount>{page.key_count}</KeyCount>")
+    parts.append(f"<IsTruncated>{'true' if token else 'false'}</IsTruncated>")
+    if token:
+        parts.append(f"<NextContinuationToken>{token}</NextContinuationToken>")
+    tail = (
+        f"</Key><LastModified>{LAST_MODIFIED}</LastModified><ETag>{escape(ETAG, _XML_QUOTES)}</ETag>"
+        f"<Size>{OBJECT_SIZE}</Size><StorageClass>STANDARD</StorageClass></Contents><Contents><Key>"
+    )
+    keys = page.keys if plain else [text(key) for key in page.keys]
+    if keys:
+        parts.append("<Contents><Key>" + tail.join(keys) + tail[: -len("<Contents><Key>")])
+    parts += [
+        f"<CommonPrefixes><Prefix>{text(prefix)}</Prefix></CommonPrefixes>" for prefix in page.common_prefixes
+    ]
+    parts.append("</ListBucketResult>")
+    return "".join(parts).encode("utf-8", "surrogateescape")
