@@ -246,12 +246,23 @@ class ParallelListing:
                         self.last_yielded = item[-1][0]
                     continue
                 if current.failure is not None:
-                    raise current.failure
+                    raise self._stopped(current.failure)
                 if current.finished and not current.in_flight:
                     break
                 current.urgent = True
                 self._pump()
             current = current.successor
+
+    def _stopped(self, failure: BaseException) -> BaseException:
+        """The failure, saying where the listing stopped: never taken for a complete listing."""
+        if isinstance(failure, S3Error) and failure.args:
+            where = (
+                f"after s3://{self.location.bucket}/{self.last_yielded}: every key before it was listed"
+                if self.last_yielded is not None
+                else "before its first key"
+            )
+            failure.args = (f"{str(failure.args[0]).rstrip('.')} (the listing stopped {where}, none after).",)
+        return failure
 
     def _one_stream(self) -> Iterator[Entry]:
         # After a refused StartAfter: from the start, skipping what was yielded.
