@@ -258,8 +258,8 @@ class S3Client:
                 timeout_ms=self.config.request_timeout_ms,
                 failure_of=functools.partial(_list_failure, location),
             )
-            for entry in listing:
-                yield ObjectSummary(entry)
+            for batch in listing.batches():
+                yield from map(ObjectSummary, batch)
             return
 
         def page_from(token: str) -> _ListPage:

@@ -65,11 +65,13 @@ class S3FileLister(IterDataPipe[str]):
         for prefix_url in self.source_datapipe:
             location = parse_s3_url(prefix_url)
             listing = self.client.list_location(location, page_size=self.page_size, read_ahead=True)
+            head = f"s3://{location.bucket}/"
+            masks = self.masks
             for key, size, _etag in listing:
                 if is_folder_marker(key, size):
                     continue
-                url = f"s3://{location.bucket}/{key}"
-                if match_masks(url, self.masks):
+                url = head + key
+                if not masks or match_masks(url, masks):
                     yield url
 
     def __len__(self) -> int:
