@@ -45,9 +45,11 @@ __all__ = ["DELIMITER", "ParallelListing"]
 logger = logging.getLogger(__name__)
 
 DELIMITER = "/"
-# Keys received but not yet yielded, across all ranges, beyond which only the range the reader waits for
-# (and the ranges cut from it) is asked for more: about 130 MB of Python tuples.
+# Keys received but not yet yielded, across all ranges, beyond which at most BEHIND_REQUESTS requests are
+# in flight, for the earliest ranges: about 130 MB of Python tuples. (A reader slower than the listing then
+# bounds its memory; the range it waits for is always among the earliest.)
 BUFFERED_KEYS = 500_000
+BEHIND_REQUESTS = 16
 # A range is split only when it looks longer than this many pages: shorter ones finish before a split pays.
 SPLIT_MIN_PAGES = 2
 # Characters of a key, past its range's prefix, that split points are computed over (numbered names vary
@@ -344,19 +346,12 @@ class ParallelListing:
         # otherwise be listed one page at a time until every folder was asked for), as many as free slots.
         while len(self._in_flight) + len(self._waiting) < self.max_requests and self._split():
             pass
-        behind = self.buffered > BUFFERED_KEYS  # the reader is behind: only what it waits for
-        postponed = []
-        while len(self._in_flight) < self.max_requests and self._waiting:
-            entry = heapq.heappop(self._waiting)
-            chain = entry[2]
-            if chain.finished or chain.failure is not None or chain.in_flight:
-                continue
-            if behind and not chain.urgent:
-                postponed.append(entry)
-                continue
-            self._send(chain)
-        for entry in postponed:
-            heapq.heappush(self._waiting, entry)
+        # The reader is behind: a few requests, for the earliest ranges (what it waits for comes first).
+        limit = BEHIND_REQUESTS if self.buffered > BUFFERED_KEYS else self.max_requests
+        while len(self._in_flight) < min(limit, self.max_requests) and self._waiting:
+            chain = heapq.heappop(self._waiting)[2]
+            if not (chain.finished or chain.failure is not None or chain.in_flight):
+                self._send(chain)
 
     def _take(self, tag: int) -> None:
         chain, request, with_start_after = self._in_flight.pop(tag)
