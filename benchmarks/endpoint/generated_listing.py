@@ -16,12 +16,12 @@ from xml.sax.saxutils import escape
 
 from benchmarks.endpoint.generated_keys import PLAIN_CHARACTERS, KeySpace
 from benchmarks.endpoint.list_objects_v2 import (
-    S3_XML_NAMESPACE,
     ListRequest,
     _after_all_under,
     _common_prefix,
     _encode_token,
     _start_marker,
+    render_head,
 )
 
 OBJECT_SIZE = 110_000  # an ImageNet JPEG's typical size
@@ -87,25 +87,7 @@ def render_generated_page(
         return escape(value, _XML_QUOTES) if not _XML_PLAIN.isdisjoint(value) else value
 
     token = _encode_token(page.resume_marker) if page.resume_marker is not None else None
-    parts = [
-        '<?xml version="1.0" encoding="UTF-8"?>\n',
-        f'<ListBucketResult xmlns="{S3_XML_NAMESPACE}">',
-        f"<Name>{escape(bucket)}</Name>",
-        f"<Prefix>{text(request.prefix)}</Prefix>",
-    ]
-    if request.delimiter:
-        parts.append(f"<Delimiter>{text(request.delimiter)}</Delimiter>")
-    if request.start_after:
-        parts.append(f"<StartAfter>{text(request.start_after)}</StartAfter>")
-    if request.continuation_token is not None:
-        parts.append(f"<ContinuationToken>{escape(request.continuation_token)}</ContinuationToken>")
-    if request.url_encoded:
-        parts.append("<EncodingType>url</EncodingType>")
-    parts.append(f"<MaxKeys>{request.max_keys}</MaxKeys>")
-    parts.append(f"<KeyCount>{page.key_count}</KeyCount>")
-    parts.append(f"<IsTruncated>{'true' if token else 'false'}</IsTruncated>")
-    if token:
-        parts.append(f"<NextContinuationToken>{token}</NextContinuationToken>")
+    parts = render_head(bucket, request, page.key_count, token, text)
     tail = (
         f"</Key><LastModified>{LAST_MODIFIED}</LastModified><ETag>{escape(ETAG, _XML_QUOTES)}</ETag>"
         f"<Size>{OBJECT_SIZE}</Size><StorageClass>STANDARD</StorageClass></Contents><Contents><Key>"

@@ -116,6 +116,16 @@ def render_list_page(bucket: str, request: ListRequest, page: ListPage) -> bytes
     def text(value: str) -> str:
         return escape(quote(value, safe="/") if request.url_encoded else value, _XML_QUOTES)
 
+    parts = render_head(bucket, request, page.key_count, page.next_continuation_token, text)
+    parts.extend(render_entries(page, text))
+    parts.append("</ListBucketResult>")
+    return "".join(parts).encode("utf-8", "surrogateescape")
+
+
+def render_head(
+    bucket: str, request: ListRequest, key_count: int, token: Optional[str], text: Callable[[str], str]
+) -> list[str]:
+    """A ``ListBucketResult`` document up to its entries: the request echoed, the count, the next token."""
     parts = [
         '<?xml version="1.0" encoding="UTF-8"?>\n',
         f'<ListBucketResult xmlns="{S3_XML_NAMESPACE}">',
@@ -131,13 +141,11 @@ def render_list_page(bucket: str, request: ListRequest, page: ListPage) -> bytes
     if request.url_encoded:
         parts.append("<EncodingType>url</EncodingType>")
     parts.append(f"<MaxKeys>{request.max_keys}</MaxKeys>")
-    parts.append(f"<KeyCount>{page.key_count}</KeyCount>")
-    parts.append(f"<IsTruncated>{'true' if page.next_continuation_token else 'false'}</IsTruncated>")
-    if page.next_continuation_token:
-        parts.append(f"<NextContinuationToken>{page.next_continuation_token}</NextContinuationToken>")
-    parts.extend(render_entries(page, text))
-    parts.append("</ListBucketResult>")
-    return "".join(parts).encode("utf-8", "surrogateescape")
+    parts.append(f"<KeyCount>{key_count}</KeyCount>")
+    parts.append(f"<IsTruncated>{'true' if token else 'false'}</IsTruncated>")
+    if token:
+        parts.append(f"<NextContinuationToken>{token}</NextContinuationToken>")
+    return parts
 
 
 def render_entries(page: ListPage, text: Callable[[str], str]) -> list[str]:
