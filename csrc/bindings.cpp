@@ -273,12 +273,13 @@ PYBIND11_MODULE(_core, m) {
             "One ListObjectsV2 page: ([(key, size, etag)], [common prefixes], next token or None).")
         .def(
             "start_list_objects_v2",
-            [](S3Client& client, const std::string& bucket, std::shared_ptr<CompletionQueue> queue, uint64_t tag,
-               const std::string& prefix, const std::string& delimiter, const std::string& continuation_token,
-               const std::string& start_after, uint32_t max_keys, uint32_t timeout_ms) {
+            [](std::shared_ptr<S3Client> client, const std::string& bucket, std::shared_ptr<CompletionQueue> queue,
+               uint64_t tag, const std::string& prefix, const std::string& delimiter,
+               const std::string& continuation_token, const std::string& start_after, uint32_t max_keys,
+               uint32_t timeout_ms) {
                 ListObjectsRequest request{bucket,      prefix,   delimiter, continuation_token,
                                            start_after, max_keys, timeout_ms};
-                return std::make_unique<PendingListPage>(client, request, std::move(queue), tag);
+                return std::make_unique<PendingListPage>(std::move(client), request, std::move(queue), tag);
             },
             py::arg("bucket"), py::kw_only(), py::arg("queue"), py::arg("tag"), py::arg("prefix") = "",
             py::arg("delimiter") = "", py::arg("continuation_token") = "", py::arg("start_after") = "",

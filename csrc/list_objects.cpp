@@ -134,10 +134,11 @@ bool CompletionQueue::pop(uint64_t* tag, uint32_t timeout_ms) {
     return true;
 }
 
-PendingListPage::PendingListPage(S3Client& client, const ListObjectsRequest& request,
+PendingListPage::PendingListPage(std::shared_ptr<S3Client> client, const ListObjectsRequest& request,
                                  std::shared_ptr<CompletionQueue> queue, uint64_t tag)
-    : parsed_(std::make_shared<Parsed>()),
-      request_(client, list_request(request),
+    : client_(std::move(client)),
+      parsed_(std::make_shared<Parsed>()),
+      request_(*client_, list_request(request),
                [parsed = parsed_, queue = std::move(queue), tag](const BodyResponse* response) {
                    if (response != nullptr) {
                        try {

@@ -59,8 +59,8 @@ private:
 // objects (parsing was about 60% of that thread's time over a million keys).
 class PendingListPage {
 public:
-    PendingListPage(S3Client& client, const ListObjectsRequest& request, std::shared_ptr<CompletionQueue> queue,
-                    uint64_t tag);
+    PendingListPage(std::shared_ptr<S3Client> client, const ListObjectsRequest& request,
+                    std::shared_ptr<CompletionQueue> queue, uint64_t tag);
     bool done() { return request_.done(); }
     void cancel() { request_.cancel(); }
     // Blocks until the page is complete and parses it; throws RequestFailure, or std::invalid_argument for an
@@ -72,6 +72,10 @@ private:
         ListObjectsPage page;
         std::exception_ptr error;
     };
+    // Held, and destroyed last, as an ObjectStream holds its client: a page whose Python object outlived the
+    // client's (both freed in one garbage collection, in any order) made the client's destructor wait for a
+    // request it still held, then give up after 10 s.
+    std::shared_ptr<S3Client> client_;
     std::shared_ptr<Parsed> parsed_;  // written under the request's lock, read once wait() has seen it end
     PendingBodyRequest request_;
 };

@@ -46,6 +46,7 @@ subset=(
     tests/integration/test_native_hygiene.py
     tests/integration/test_load.py
     tests/integration/test_list.py
+    tests/integration/test_parallel_listing.py
     tests/integration/test_failures.py
     tests/integration/test_stream_safety.py
     tests/integration/test_random_access.py

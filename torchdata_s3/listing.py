@@ -271,20 +271,13 @@ class ParallelListing:
         return failure
 
     def _one_stream(self) -> Iterator[list]:
-        # After a refused StartAfter: from the start, skipping what was yielded.
-        token = ""
+        # After a refused StartAfter: from the start, skipping what was yielded; each page asked for as soon
+        # as its token is known, while the page before it is read.
+        request = self._start_plain_page("")
         while True:
-            tag = next(self._tags)
-            request = self.native.start_list_objects_v2(
-                self.location.bucket,
-                queue=self.queue,
-                tag=tag,
-                prefix=self.location.key,
-                continuation_token=token,
-                max_keys=self.page_size,
-                timeout_ms=self.timeout_ms,
-            )
             objects, _folders, next_token = self._result(request)
+            if next_token is not None:
+                request = self._start_plain_page(next_token)
             last = self.last_yielded
             if last is not None and objects and objects[0][0] <= last:
                 objects = [entry for entry in objects if entry[0] > last]
@@ -293,7 +286,18 @@ class ParallelListing:
                 yield objects
             if next_token is None:
                 return
-            token = next_token
+
+    def _start_plain_page(self, token: str) -> Any:
+        self.requests += 1
+        return self.native.start_list_objects_v2(
+            self.location.bucket,
+            queue=self.queue,
+            tag=next(self._tags),
+            prefix=self.location.key,
+            continuation_token=token,
+            max_keys=self.page_size,
+            timeout_ms=self.timeout_ms,
+        )
 
     # -- requests ----------------------------------------------------------------------------------------
 
