@@ -83,18 +83,22 @@ def one_stream(config: S3Config, bucket: str, prefix: str) -> list[tuple[str, in
     return [(o.key, o.size) for o in S3Client(config).list_objects(f"s3://{bucket}/{prefix}", page_size=PAGE)]
 
 
-def in_parallel(
-    url: str, config: S3Config, max_requests: int = 16
-) -> tuple[list[tuple[str, int]], ParallelListing]:
-    location = parse_s3_url(url)
-    listing = ParallelListing(
+def listing_of(url: str, config: S3Config, max_requests: int = 16) -> ParallelListing:
+    """A parallel listing of `url` in 7-key pages, raising each page's failure as it is."""
+    return ParallelListing(
         native_client(config),
-        location,
+        parse_s3_url(url),
         max_requests=max_requests,
         page_size=PAGE,
         timeout_ms=config.request_timeout_ms,
         failure_of=lambda error: error,
     )
+
+
+def in_parallel(
+    url: str, config: S3Config, max_requests: int = 16
+) -> tuple[list[tuple[str, int]], ParallelListing]:
+    listing = listing_of(url, config, max_requests)
     return [(key, size) for key, size, _etag in listing], listing
 
 
@@ -135,16 +139,7 @@ def test_a_reader_that_stops_early_cancels_what_is_in_flight(shaped_bucket: str,
     # Requests still in flight when the reader stops are cancelled; their answers, arriving later on CRT
     # threads, find nothing freed under them (the sanitizer run includes this file). A second listing on the
     # same native client then works as usual.
-    location = parse_s3_url(f"s3://{shaped_bucket}/flat/")
-    listing = ParallelListing(
-        native_client(direct),
-        location,
-        max_requests=16,
-        page_size=PAGE,
-        timeout_ms=direct.request_timeout_ms,
-        failure_of=lambda error: error,
-    )
-    batches = listing.batches()
+    batches = listing_of(f"s3://{shaped_bucket}/flat/", direct).batches()
     first = [key for key, _size, _etag in next(batches)]
     second = next(batches)
     assert first == sorted(flat_keys())[:PAGE] and second
@@ -185,16 +180,7 @@ def test_a_server_refusing_start_after_gets_one_stream_of_pages(
 def test_a_failed_range_raises_after_every_key_before_it(shaped_bucket: str, proxy: FaultProxy) -> None:
     proxy.set_rates({Fault.INTERNAL_ERROR: 1.0}, eligible=with_start_after)
     config = S3Config.resolve(endpoint_url=proxy.endpoint_url, max_retries=0)
-    url = f"s3://{shaped_bucket}/flat/"
-    location = parse_s3_url(url)
-    listing = ParallelListing(
-        native_client(config),
-        location,
-        max_requests=16,
-        page_size=PAGE,
-        timeout_ms=config.request_timeout_ms,
-        failure_of=lambda error: error,
-    )
+    listing = listing_of(f"s3://{shaped_bucket}/flat/", config)
     yielded = []
     with pytest.raises(S3Error) as raised:
         for key, _size, _etag in listing:
