@@ -12,12 +12,14 @@ from typing import IO, Union
 
 from torch.utils.data.datapipes.datapipe import IterDataPipe
 
+from .base import S3IterDataPipe
+
 __all__ = ["LineReader"]
 
 Line = Union[str, bytes]
 
 
-class LineReader(IterDataPipe):
+class LineReader(S3IterDataPipe):
     r"""Yields the lines of each ``(path, stream)`` input, as ``(path, line)`` or just ``line``.
 
     Args:

@@ -21,12 +21,13 @@ from ..fetch import (
 )
 from ..options import config_from_arguments
 from ..url import S3Url, parse_s3_url
+from .base import S3IterDataPipe
 from .sharding import ShardSpec, as_datapipe, has_sharding_upstream
 
 __all__ = ["S3FileLoader"]
 
 
-class S3FileLoader(IterDataPipe[tuple[str, StreamWrapper]]):
+class S3FileLoader(S3IterDataPipe[tuple[str, StreamWrapper]]):
     r"""Yields ``(url, stream)`` for each S3 object (functional name: ``load_files_by_s3``). A drop-in for
     torchdata's ``S3FileLoader`` (0.4-0.9), but GIL-free, streaming, and prefetching.
 

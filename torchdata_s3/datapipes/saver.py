@@ -6,13 +6,12 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
-from torch.utils.data.datapipes.datapipe import IterDataPipe
-
 from ..client import S3Client
 from ..config import S3Config
 from ..options import config_from_arguments
 from ..url import parse_s3_url
 from ..writer import ObjectUploader, S3ObjectWriter
+from .base import S3IterDataPipe
 from .sharding import as_datapipe
 
 __all__ = ["S3FileSaver"]
@@ -21,7 +20,7 @@ __all__ = ["S3FileSaver"]
 _COPY_BYTES = 8 * 1024 * 1024
 
 
-class S3FileSaver(IterDataPipe[str]):
+class S3FileSaver(S3IterDataPipe[str]):
     r"""Writes each ``(meta, data)`` item as one S3 object and yields its URL (functional name:
     ``save_by_s3``), as torchdata's ``save_by_fsspec`` / ``save_to_disk`` do for their targets.
 
