@@ -57,3 +57,56 @@ def test_malformed_documents_raise(document: bytes) -> None:
 
 def test_path_encoding_keeps_slashes_and_escapes_the_rest() -> None:
     assert _core.encode_path("dir/a b+c%&<ü") == "dir/a%20b%2Bc%25%26%3C%C3%BC"
+
+
+def _page_of(contents: bytes) -> bytes:
+    return b"<ListBucketResult><IsTruncated>false</IsTruncated>" + contents + b"</ListBucketResult>"
+
+
+@pytest.mark.parametrize(
+    ("contents", "key", "etag"),
+    [
+        # Attributes on elements (the parser's slow path for declarations with a space).
+        (b'<Contents a="1"><Key b="2">k</Key><Size>1</Size><ETag>e</ETag></Contents>', "k", "e"),
+        # Comments and processing instructions between elements.
+        (
+            b"<!-- c --><Contents><?pi x?><Key>k</Key><!--<Key>no</Key>-->"
+            b"<Size>1</Size><ETag>e</ETag></Contents>",
+            "k",
+            "e",
+        ),
+        # A self-closing element is empty text.
+        (b"<Contents><Key>k</Key><Size>1</Size><ETag/></Contents>", "k", ""),
+        # Numeric references and named escapes (the CRT's unescaping) beside plain text (copied as is).
+        (
+            b"<Contents><Key>a&#x1F600;&#252;&apos;</Key><Size>1</Size><ETag>&quot;e&quot;</ETag></Contents>",
+            "a\U0001f600\u00fc'",
+            '"e"',
+        ),
+        # Raw UTF-8 of four bytes, the largest code point, and a key that looks like markup once unescaped.
+        (
+            b"<Contents><Key>\xf4\x8f\xbf\xbf &lt;!-- x</Key><Size>1</Size><ETag>e</ETag></Contents>",
+            "\U0010ffff <!-- x",
+            "e",
+        ),
+    ],
+)
+def test_element_forms_s3_may_send(contents: bytes, key: str, etag: str) -> None:
+    assert _core.parse_list_objects_v2(_page_of(contents)) == ([(key, 1, etag)], [], None)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        b"\xff",  # not UTF-8 at all, in text with nothing to unescape
+        b"a\xc3",  # a truncated sequence
+        b"\xf4\x90\x80\x80",  # past U+10FFFF, raw
+        b"\xf5\x80\x80\x80",  # a lead byte no code point has
+        b"&#xD800;",  # a surrogate, by reference
+        b"&amp;\xed\xa0\x80",  # a surrogate, raw, in text that is also unescaped
+    ],
+)
+def test_text_that_is_not_unicode_is_malformed(key: bytes) -> None:
+    document = _page_of(b"<Contents><Key>" + key + b"</Key><Size>1</Size><ETag>e</ETag></Contents>")
+    with pytest.raises(ValueError, match="malformed ListObjectsV2 response"):
+        _core.parse_list_objects_v2(document)
