@@ -248,6 +248,21 @@ class S3Client:
         requested (on a thread of its own, which exit waits for) as soon as the page arrives, before its
         objects are yielded: a consumer slower than a round trip then never waits for a page but the first.
         A failed page raises when it is reached, after every object before it, as without read-ahead."""
+        for page in self.list_pages(
+            location, delimiter=delimiter, page_size=page_size, read_ahead=read_ahead
+        ):
+            yield from map(ObjectSummary, page)
+
+    def list_pages(
+        self,
+        location: S3Url,
+        *,
+        delimiter: str = "",
+        page_size: Optional[int] = None,
+        read_ahead: bool = False,
+    ) -> Iterator[list[tuple[str, int, str]]]:
+        """:meth:`list_location`'s ``(key, size, etag)`` entries a page at a time (plain tuples): for doors
+        that turn each into something else, without a frame and an ObjectSummary per key on the way."""
         native = self._native_for(location, "ListObjectsV2")
         if read_ahead and not delimiter and self.config.max_list_requests > 1:
             listing = ParallelListing(
@@ -258,8 +273,7 @@ class S3Client:
                 timeout_ms=self.config.request_timeout_ms,
                 failure_of=functools.partial(_list_failure, location),
             )
-            for batch in listing.batches():
-                yield from map(ObjectSummary, batch)
+            yield from listing.batches()
             return
 
         def page_from(token: str) -> _ListPage:
@@ -280,8 +294,8 @@ class S3Client:
                         target=following.run, name="torchdata-s3-list-ahead", daemon=False
                     )
                     ahead.start()
-            for entry in objects:
-                yield ObjectSummary(entry)
+            if objects:
+                yield objects
             if next_token is None:
                 return
             if not read_ahead:

@@ -83,6 +83,7 @@ class _Range:
         "position",
         "prefix",
         "skip",
+        "span",
         "successor",
         "throttled",
         "token",
@@ -114,6 +115,9 @@ class _Range:
         # The reader waits for it (or it was cut from such a range): asked for even when pages ahead wait.
         self.urgent = False
         self.throttled = 0  # pages of it that S3 refused with SlowDown beyond the CRT's retries
+        # (alphabet version, position, upto, low, high): the numbers of where it stands and where it ends,
+        # kept while none of the three changes (splitting looks at every open range each time it is asked).
+        self.span: Optional[tuple[int, str, Optional[str], int, int]] = None
 
     def beyond(self, name: str) -> bool:
         return self.upto is not None and name > self.upto
@@ -125,12 +129,14 @@ class _Alphabet:
     def __init__(self) -> None:
         self.characters: list[str] = []
         self._seen: set[str] = set()
+        self.version = 0  # changes with the characters, and so with every number
 
     def learn(self, text: str) -> None:
         new = set(text) - self._seen
         if new:
             self._seen |= new
             self.characters = sorted(self._seen - {DELIMITER})
+            self.version += 1
 
     def number(self, text: str) -> int:
         """``text`` as a number in base len(characters) + 1 over SPLIT_DIGITS digits, increasing with the
@@ -506,9 +512,7 @@ class ParallelListing:
             still_open.append(chain)
             if chain.density is None or not chain.may_split:
                 continue
-            cut = len(chain.prefix)
-            low = alphabet.number(chain.position[cut:]) if chain.position.startswith(chain.prefix) else 0
-            high = alphabet.number(chain.upto[cut:]) if chain.upto is not None else alphabet.top
+            low, high = self._span(chain)
             keys, covered = chain.density
             remaining = keys * (high - low) / covered
             if remaining < SPLIT_MIN_PAGES * self.page_keys:
@@ -554,6 +558,17 @@ class ParallelListing:
             earlier = following
         self.splits += len(points)
         return True
+
+    def _span(self, chain: _Range) -> tuple[int, int]:
+        """The alphabet's numbers of where ``chain`` stands and where it ends."""
+        alphabet, span = self.alphabet, chain.span
+        if span is not None and span[:3] == (alphabet.version, chain.position, chain.upto):
+            return span[3], span[4]
+        cut = len(chain.prefix)
+        low = alphabet.number(chain.position[cut:]) if chain.position.startswith(chain.prefix) else 0
+        high = alphabet.number(chain.upto[cut:]) if chain.upto is not None else alphabet.top
+        chain.span = (alphabet.version, chain.position, chain.upto, low, high)
+        return low, high
 
     def _cancel_all(self) -> None:
         for _chain, request, _with in self._in_flight.values():
