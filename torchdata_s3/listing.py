@@ -412,17 +412,19 @@ class ParallelListing:
             objects, folders = objects[:kept], folders[:kept_folders]
         # Where this page's keys started: after the range's last one, or at its own first for a first page.
         before = chain.position if chain.density is not None or chain.after is not None else None
-        batch: list = []
-        names = iter(folders)
-        folder = next(names, None)
-        for entry in objects:
-            while folder is not None and folder < entry[0]:
+        batch: list = objects  # a page without folders is handed over as it came (most pages)
+        if folders:
+            batch = []
+            names = iter(folders)
+            folder = next(names, None)
+            for entry in objects:
+                while folder is not None and folder < entry[0]:
+                    batch = self._add_folder(chain, batch, folder)
+                    folder = next(names, None)
+                batch.append(entry)
+            while folder is not None:
                 batch = self._add_folder(chain, batch, folder)
                 folder = next(names, None)
-            batch.append(entry)
-        while folder is not None:
-            batch = self._add_folder(chain, batch, folder)
-            folder = next(names, None)
         if batch:
             chain.items.append(batch)
             self.buffered += len(batch)

@@ -21,8 +21,9 @@ escape.
 from __future__ import annotations
 
 import bisect
-import struct
 from collections.abc import Sequence
+
+import numpy as np
 
 SHAPES = ("tree", "flat", "skewed")
 PLAIN_CHARACTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-~/"
@@ -127,18 +128,24 @@ class FlatKeys(KeySpace):
         return f"{self._head}{i * self._slice:016x}{mixed ^ (mixed >> 29):016x}.jpg"
 
     def keys(self, start: int, stop: int) -> list[str]:
-        # key() inlined, and the hex digits of the whole page formatted at once (packed as big-endian 64-bit
-        # words): formatting each key's numbers was most of the endpoint's CPU per flat page.
-        width = self._slice
-        words: list[int] = []
-        append = words.append
-        for i in range(start, stop):
-            mixed = ((i + 1) * _WEYL) & _MASK64
-            append(i * width)
-            append(mixed ^ (mixed >> 29))
-        digits = struct.pack(f">{len(words)}Q", *words).hex()
-        template = self._head.replace("%", "%%") + "%s.jpg"  # a root may hold "%"
-        return [template % digits[at : at + 32] for at in range(0, len(digits), 32)]
+        # The whole page at once with numpy (a quarter of the CPU of a Python loop over its keys, and the
+        # endpoint shares the client's cores): the numbers as big-endian 64-bit words, their hex digits laid
+        # into rows of head + 32 digits + ".jpg" + a line break, decoded and split once.
+        if "\n" in self._head:  # the line breaks would not separate the keys
+            return super().keys(start, stop)
+        index = np.arange(start, stop, dtype=np.uint64)
+        words = np.empty((stop - start, 2), dtype=">u8")
+        with np.errstate(over="ignore"):  # the Weyl step is modulo 2^64 on purpose
+            words[:, 0] = index * np.uint64(self._slice)
+            mixed = (index + np.uint64(1)) * np.uint64(_WEYL)
+            words[:, 1] = mixed ^ (mixed >> np.uint64(29))
+        digits = np.frombuffer(words.tobytes().hex().encode("ascii"), dtype=np.uint8).reshape(-1, 32)
+        head = self._head.encode("utf-8", "surrogateescape")
+        rows = np.empty((stop - start, len(head) + 37), dtype=np.uint8)
+        rows[:, : len(head)] = np.frombuffer(head, dtype=np.uint8)
+        rows[:, len(head) : len(head) + 32] = digits
+        rows[:, len(head) + 32 :] = np.frombuffer(b".jpg\n", dtype=np.uint8)
+        return rows.tobytes().decode("utf-8", "surrogateescape").split("\n")[:-1]
 
 
 def key_space(shape: str, n: int, root: str = "") -> KeySpace:
