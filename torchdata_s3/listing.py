@@ -256,6 +256,11 @@ class ParallelListing:
                         self.buffered -= len(item)
                         self.last_yielded = item[-1][0]  # handed over: a fallback resumes after it
                         yield item
+                        # Pages that came while the reader worked are taken in, and their ranges asked for
+                        # again, before the next batch: a reader going through a backlog of pages would
+                        # otherwise leave every answer waiting until it ran dry (measured: 250 ms round
+                        # trips at 100 ms per page, and 2.5 times fewer pages per second).
+                        self._pump(wait=False)
                     continue
                 if current.failure is not None:
                     raise self._stopped(current.failure)
@@ -336,13 +341,18 @@ class ParallelListing:
     def _wait_for(self, chain: _Range) -> None:
         heapq.heappush(self._waiting, (chain.position, next(self._tags), chain))
 
-    def _pump(self) -> None:
-        """Sends what may be sent, then waits for one answer and takes in every answer that has come."""
+    def _pump(self, wait: bool = True) -> None:
+        """Sends what may be sent, then (if ``wait``) waits for one answer, and takes in every answer that
+        has come."""
         self._send_waiting()
         if not self._in_flight:
+            if not wait:
+                return
             raise RuntimeError("ListObjectsV2 in parallel: nothing in flight while a range waits (a bug)")
-        tag = self.queue.pop(self.timeout_ms or 2**31 - 1)
+        tag = self.queue.pop((self.timeout_ms or 2**31 - 1) if wait else 0)
         if tag is None:
+            if not wait:
+                return
             # Nothing answered in time: the earliest request's own wait fails it with the typed timeout.
             tag = min(self._in_flight)
         while tag is not None:

@@ -60,22 +60,24 @@ def generated_page(space: KeySpace, request: ListRequest) -> GeneratedPage:
     position = start
     marker = ""
     batch = 1  # keys computed at once: doubled while none rolls up, back to one after a common prefix
+    after_prefix, delimiter = len(request.prefix), request.delimiter
     while position < end and page.key_count < request.max_keys:
-        for key in space.keys(
-            position, min(end, position + batch, position + request.max_keys - page.key_count)
-        ):
-            common_prefix = _common_prefix(key, request.prefix, request.delimiter)
-            if common_prefix is not None:
-                page.common_prefixes.append(common_prefix)
-                marker = _after_all_under(common_prefix)
-                position = space.first_at_or_after(marker)
-                batch = 1
-                break
-            page.keys.append(key)
-            marker = key + "\0"
-            position += 1
-        else:
+        keys = space.keys(position, min(end, position + batch, position + request.max_keys - page.key_count))
+        # The first key that rolls up into a common prefix; those before it are listed as themselves.
+        rolled = next((i for i, key in enumerate(keys) if key.find(delimiter, after_prefix) >= 0), len(keys))
+        if rolled:
+            page.keys += keys[:rolled]
+            marker = keys[rolled - 1] + "\0"
+            position += rolled
+        if rolled == len(keys):
             batch *= 2
+            continue
+        common_prefix = _common_prefix(keys[rolled], request.prefix, delimiter)
+        assert common_prefix is not None
+        page.common_prefixes.append(common_prefix)
+        marker = _after_all_under(common_prefix)
+        position = space.first_at_or_after(marker)
+        batch = 1
     if position < end and page.key_count > 0:
         page.resume_marker = marker
     return page
