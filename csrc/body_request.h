@@ -34,8 +34,9 @@ struct BodyResponse {
 struct BodyRequestState;
 
 // Called once when a body request finishes, on a CRT thread, under the request's lock: with the complete
-// response, or with nullptr if the request failed. It must not call back into the request.
-using BodyRequestDone = std::function<void(const BodyResponse* response)>;
+// response, or with nullptr if the request failed. It must not call back into the request. It may take the
+// body (wait() then returns the response without it).
+using BodyRequestDone = std::function<void(BodyResponse* response)>;
 
 // A body request in flight; `on_done` (optional) sees its outcome first.
 class PendingBodyRequest {

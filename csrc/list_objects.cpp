@@ -116,42 +116,51 @@ ListObjectsPage list_objects_v2(S3Client& client, const ListObjectsRequest& requ
     return parse_list_objects_v2(perform_body_request(client, list_request(request)).body);
 }
 
-void CompletionQueue::push(uint64_t tag) {
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        tags_.push_back(tag);
-    }
-    changed_.notify_one();
-}
-
-bool CompletionQueue::pop(uint64_t* tag, uint32_t timeout_ms) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return !tags_.empty(); })) {
-        return false;
-    }
-    *tag = tags_.front();
-    tags_.pop_front();
-    return true;
-}
-
 PendingListPage::PendingListPage(std::shared_ptr<S3Client> client, const ListObjectsRequest& request,
                                  std::shared_ptr<CompletionQueue> queue, uint64_t tag)
     : client_(std::move(client)),
       parsed_(std::make_shared<Parsed>()),
       request_(*client_, list_request(request),
-               [parsed = parsed_, queue = std::move(queue), tag](const BodyResponse* response) {
-                   if (response != nullptr) {
-                       try {
-                           parsed->page = parse_list_objects_v2(response->body);
-                       } catch (...) {  // malformed (std::invalid_argument), or out of memory
-                           parsed->error = std::current_exception();
+               [parsed = parsed_, queue = std::move(queue), tag](BodyResponse* response) {
+                   // Runs on a CRT thread: nothing may throw out of it.
+                   const auto parse = [parsed](const std::string* document) noexcept {
+                       if (document != nullptr) {  // nullptr: the request failed, and wait() throws why
+                           try {
+                               parsed->page = parse_list_objects_v2(*document);
+                           } catch (...) {  // malformed (std::invalid_argument), or out of memory
+                               parsed->error = std::current_exception();
+                           }
                        }
+                       {
+                           std::lock_guard<std::mutex> lock(parsed->mutex);
+                           parsed->ready = true;
+                       }
+                       parsed->changed.notify_all();
+                   };
+                   if (response == nullptr) {
+                       parse(nullptr);
+                       queue->push(tag);
+                       return;
                    }
-                   queue->push(tag);
+                   std::shared_ptr<std::string> document;
+                   try {
+                       document = std::make_shared<std::string>(std::move(response->body));
+                       queue->push_after([document, parse] { parse(document.get()); }, tag);
+                   } catch (const std::exception&) {  // no memory or no thread to hand it over: parse it here
+                       parse(document ? document.get() : &response->body);
+                       queue->push(tag);
+                   }
                }) {}
+
+bool PendingListPage::done() {
+    std::lock_guard<std::mutex> lock(parsed_->mutex);
+    return parsed_->ready;
+}
 
 ListObjectsPage PendingListPage::wait() {
     request_.wait();  // throws the request's failure
+    std::unique_lock<std::mutex> lock(parsed_->mutex);
+    parsed_->changed.wait(lock, [this] { return parsed_->ready; });
     if (parsed_->error) std::rethrow_exception(parsed_->error);
     return std::move(parsed_->page);
 }

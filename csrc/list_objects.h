@@ -4,13 +4,13 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "body_request.h"
+#include "completion_queue.h"
 #include "s3_client.h"
 
 namespace torchdata_s3 {
@@ -40,35 +40,25 @@ struct ListObjectsRequest {
 
 ListObjectsPage list_objects_v2(S3Client& client, const ListObjectsRequest& request);
 
-// The tags of finished requests, in the order they finished: one waiter learns which of many requests in
-// flight to collect next, without a thread per request.
-class CompletionQueue {
-public:
-    void push(uint64_t tag);
-    // The next finished request's tag; false if none finished within timeout_ms (0: do not wait).
-    bool pop(uint64_t* tag, uint32_t timeout_ms);
-
-private:
-    std::mutex mutex_;
-    std::condition_variable changed_;
-    std::deque<uint64_t> tags_;
-};
-
-// One ListObjectsV2 page in flight; its tag goes to `queue` when it finishes or fails. The page is parsed on
-// the CRT thread that received it, so that the thread collecting many pages only turns them into Python
-// objects (parsing was about 60% of that thread's time over a million keys).
+// One ListObjectsV2 page in flight; its tag goes to `queue` once it failed, or once its answer is parsed (on
+// the queue's thread: neither the CRT's threads, which schedule every other request, nor the thread that
+// collects many pages, which only turns them into Python objects).
 class PendingListPage {
 public:
     PendingListPage(std::shared_ptr<S3Client> client, const ListObjectsRequest& request,
                     std::shared_ptr<CompletionQueue> queue, uint64_t tag);
-    bool done() { return request_.done(); }
+    // Whether its tag was pushed: failed, or answered and parsed.
+    bool done();
     void cancel() { request_.cancel(); }
-    // Blocks until the page is complete and parses it; throws RequestFailure, or std::invalid_argument for an
+    // Blocks until the page is complete and parsed; throws RequestFailure, or std::invalid_argument for an
     // answer that is no ListObjectsV2 result. Call once.
     ListObjectsPage wait();
 
 private:
     struct Parsed {
+        std::mutex mutex;
+        std::condition_variable changed;
+        bool ready = false;  // the tag was pushed (parsed, or failed)
         ListObjectsPage page;
         std::exception_ptr error;
     };
@@ -76,7 +66,7 @@ private:
     // client's (both freed in one garbage collection, in any order) made the client's destructor wait for a
     // request it still held, then give up after 10 s.
     std::shared_ptr<S3Client> client_;
-    std::shared_ptr<Parsed> parsed_;  // written under the request's lock, read once wait() has seen it end
+    std::shared_ptr<Parsed> parsed_;
     PendingBodyRequest request_;
 };
 

@@ -31,6 +31,8 @@ class Fault(str, enum.Enum):
 
     SLOW_DOWN = "slow_down"  # answer 503 with S3's SlowDown error document
     INTERNAL_ERROR = "internal_error"  # answer 500 with S3's InternalError error document
+    # Answer 200 OK with that same document: S3 may fail a request after it sent 200 ("200 InternalError").
+    INTERNAL_ERROR_IN_200 = "internal_error_in_200"
     # Answer 400 InvalidArgument, as S3 Express directory buckets answer a ListObjectsV2 with StartAfter.
     INVALID_ARGUMENT = "invalid_argument"
     DROP = "drop"  # read the request, then close the connection without answering
@@ -69,6 +71,7 @@ _ERROR_DOCUMENTS = {
         "InternalError",
         "We encountered an internal error.",
     ),
+    Fault.INTERNAL_ERROR_IN_200: (200, "OK", "InternalError", "We encountered an internal error."),
     Fault.INVALID_ARGUMENT: (
         400,
         "Bad Request",

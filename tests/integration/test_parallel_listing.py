@@ -4,8 +4,12 @@ that fails; SlowDown. Small pages (7 keys) make a few hundred keys take many pag
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
+import os
+import signal
+import time
 from collections.abc import Iterator
 
 import boto3
@@ -146,6 +150,45 @@ def test_a_reader_that_stops_early_cancels_what_is_in_flight(shaped_bucket: str,
     batches.close()  # while later pages are in flight
     listed, _listing = in_parallel(f"s3://{shaped_bucket}/flat/", direct)
     assert [key for key, _size in listed] == sorted(flat_keys())
+
+
+def test_a_child_made_by_fork_drops_the_listings_it_inherited_and_lists_again(
+    shaped_bucket: str, direct: S3Config
+) -> None:
+    # The parent's listings' completion queues have threads, which a child made by fork() does not have: the
+    # child must be able to drop those listings (their queues leave the thread alone instead of joining it),
+    # one finished and one with pages in flight, and list on its own.
+    finished = listing_of(f"s3://{shaped_bucket}/numbered/", direct)
+    assert [key for key, _size, _etag in finished] == sorted(numbered_keys())
+    batches = listing_of(f"s3://{shaped_bucket}/flat/", direct).batches()
+    next(batches)
+    next(batches)
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit status only
+        status = 1
+        try:
+            del finished
+            batches.close()
+            del batches
+            gc.collect()
+            listed, _listing = in_parallel(f"s3://{shaped_bucket}/flat/", direct)
+            status = 0 if [key for key, _size in listed] == sorted(flat_keys()) else 2
+        finally:
+            os._exit(status)
+    deadline = time.monotonic() + 60
+    while True:
+        finished, wait_status = os.waitpid(pid, os.WNOHANG)
+        if finished:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on the listing it inherited")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(wait_status) == 0
+    listed, _listing = in_parallel(f"s3://{shaped_bucket}/flat/", direct)  # the parent goes on too
+    assert [key for key, _size in listed] == sorted(flat_keys())
+    batches.close()
 
 
 # ---- faults, through the fault proxy in front of the same server ------------------------------------------
