@@ -15,6 +15,11 @@ are the native core's (``ListPageRequest``, answered into a ``CompletionQueue``)
   so the ranges double per round trip where keys are, and a guess where there are none costs one request.
   A split point never holds a ``/`` past its range's prefix, so a folder is never cut in two (S3 would
   name it on both sides).
+- **Small folders are listed together.** Where a page names more folders than there are requests to send
+  and the first page showed folders of fewer keys than a page holds, runs of consecutive folders are listed
+  as one range without the delimiter (its keys are those folders' keys), about a page's worth per range,
+  instead of a request per folder. A page of such a range that lies within one folder hands the rest of that
+  folder to a range of its own, which splits as a flat key space would.
 - **The first keys come after one round trip.** The first page is asked for without a delimiter, so its
   keys are yielded at once even when the prefix is a tree; the ranges after it skip what it covered.
 - **Exact and bounded.** Every key is yielded once, in order: a range drops what its answer holds beyond its
@@ -59,6 +64,9 @@ SPLIT_DIGITS = 24
 DEFAULT_PAGE_KEYS = 1000
 # Pages whose every key teaches the alphabet; later pages, their first and last keys.
 ALPHABET_PAGES = 8
+# The greatest code point: a key's folder followed by it sorts after every key in that folder but those
+# starting with it (dropped on arrival, see _Range.floor).
+LAST_CHARACTER = "\U0010ffff"
 # Retries in a row of a page S3 still answered 503 SlowDown after the CRT's own retries; each halves the
 # requests in flight.
 THROTTLED_RETRIES = 8
@@ -73,8 +81,11 @@ class _Range:
     __slots__ = (
         "after",
         "density",
+        "end",
         "failure",
         "finished",
+        "flat",
+        "floor",
         "in_flight",
         "items",
         "listed",
@@ -111,6 +122,10 @@ class _Range:
         # where keys are, instead of being spent on guesses where there may be none.
         self.may_split = False
         self.plain = False  # asked for without the delimiter (the listing's first page)
+        # Asked for without the delimiter, keys only: consecutive folders of a range, or the rest of one.
+        self.flat = False
+        self.floor: Optional[str] = None  # keys before it, which its first page may hold, are another range's
+        self.end: Optional[str] = None  # keys from it on are another range's (exclusive, unlike upto)
         self.skip: Optional[str] = None  # a folder of it that another range lists
         # The reader waits for it (or it was cut from such a range): asked for even when pages ahead wait.
         self.urgent = False
@@ -118,9 +133,6 @@ class _Range:
         # (alphabet version, position, upto, low, high): the numbers of where it stands and where it ends,
         # kept while none of the three changes (splitting looks at every open range each time it is asked).
         self.span: Optional[tuple[int, str, Optional[str], int, int]] = None
-
-    def beyond(self, name: str) -> bool:
-        return self.upto is not None and name > self.upto
 
 
 class _Alphabet:
@@ -216,6 +228,9 @@ class ParallelListing:
         self.peak_in_flight = 0
         self.pages = 0
         self.last_yielded: Optional[str] = None  # the reader's progress (a fallback resumes after it)
+        # Folders listed together per range (see _group_size); 1 until the first page shows small folders.
+        self.folders_per_group = 1
+        self.groups = 0  # ranges of several folders, for tests and logs
 
     # -- iteration ---------------------------------------------------------------------------------------
 
@@ -326,7 +341,7 @@ class ParallelListing:
 
     def _send(self, chain: _Range) -> None:
         tag = next(self._tags)
-        delimiter = "" if chain.plain else DELIMITER
+        delimiter = "" if chain.plain or chain.flat else DELIMITER
         start_after = chain.after if chain.token is None and chain.after is not None else ""
         request = self._start_page(tag, chain.prefix, delimiter, chain.token or "", start_after)
         self._in_flight[tag] = (chain, request, bool(start_after))
@@ -405,13 +420,22 @@ class ParallelListing:
             self.alphabet.learn(objects[0][0][cut:])
             self.alphabet.learn(objects[-1][0][cut:])
         self.pages += 1
-        upto = chain.upto
-        if upto is not None:
+        if chain.floor is not None and objects and objects[0][0] < chain.floor:
+            objects = [entry for entry in objects if entry[0] >= chain.floor]
+        upto, end = chain.upto, chain.end
+        if upto is not None or end is not None:
             # What lies beyond the range's end belongs to the range after it, which lists it itself.
             kept = len(objects)
-            while kept and objects[kept - 1][0] > upto:
+            while kept and (
+                (upto is not None and objects[kept - 1][0] > upto)
+                or (end is not None and objects[kept - 1][0] >= end)
+            ):
                 kept -= 1
-            kept_folders = bisect.bisect_right(folders, upto)
+            kept_folders = len(folders)
+            if upto is not None:
+                kept_folders = bisect.bisect_right(folders, upto)
+            if end is not None:
+                kept_folders = min(kept_folders, bisect.bisect_left(folders, end))
             if kept < len(objects) or kept_folders < len(folders):
                 token = None
             objects, folders = objects[:kept], folders[:kept_folders]
@@ -419,17 +443,24 @@ class ParallelListing:
         before = chain.position if chain.density is not None or chain.after is not None else None
         batch: list = objects  # a page without folders is handed over as it came (most pages)
         if folders:
+            group_size = self._group_size(len(folders))
             batch = []
+            run: list[str] = []  # consecutive folders (no key between them)
             names = iter(folders)
             folder = next(names, None)
             for entry in objects:
                 while folder is not None and folder < entry[0]:
-                    batch = self._add_folder(chain, batch, folder)
+                    run.append(folder)
                     folder = next(names, None)
+                if run:
+                    batch = self._add_folders(chain, batch, run, group_size)
+                    run = []
                 batch.append(entry)
             while folder is not None:
-                batch = self._add_folder(chain, batch, folder)
+                run.append(folder)
                 folder = next(names, None)
+            if run:
+                batch = self._add_folders(chain, batch, run, group_size)
         if batch:
             chain.items.append(batch)
             self.buffered += len(batch)
@@ -449,7 +480,10 @@ class ParallelListing:
             chain.finished = True
             return
         if chain.plain:
+            self._learn_folder_size(chain, objects)
             self._continue_after_first_page(chain)
+            return
+        if chain.flat and self._hand_over_folder(chain, objects):
             return
         chain.token = token
         chain.may_split = True
@@ -485,16 +519,87 @@ class ParallelListing:
         for following in ranges:
             self._wait_for(following)
 
-    def _add_folder(self, chain: _Range, batch: list, folder: str) -> list:
+    def _add_folders(self, chain: _Range, batch: list, run: list[str], group_size: int) -> list:
+        """Puts the ranges of ``run``, consecutive folders of ``chain``, after ``batch`` in its items."""
         if batch:
             chain.items.append(batch)
             self.buffered += len(batch)
-        if folder == chain.skip:
-            return []  # listed by the range before this one (a server may name it when StartAfter is in it)
-        child = _Range(folder, None, None)
-        chain.items.append(child)
-        self._wait_for(child)
+        if chain.skip in run:  # listed by the range before (a server may name it when StartAfter is in it)
+            run = [folder for folder in run if folder != chain.skip]
+        for start in range(0, len(run), group_size):
+            group = run[start : start + group_size]
+            if len(group) == 1:
+                child = _Range(group[0], None, None)
+            else:
+                # Every key from the first folder's to the end of the last one's is in these folders: nothing
+                # came between them. StartAfter the first one's name (a key of that name, and those sorting
+                # between it and the folder, belong before it: dropped as they come).
+                child = _Range(chain.prefix, group[0][:-1], None)
+                child.flat = True
+                child.floor = group[0]
+                child.end = _past_folder(group[-1])
+                self.groups += 1
+            chain.items.append(child)
+            self._wait_for(child)
         return []
+
+    def _learn_folder_size(self, first: _Range, objects: list) -> None:
+        """From the first page (a full one, without the delimiter): how many keys a folder holds, counted in
+        the innermost folders (the fan-out names folders level by level; where a folder holds folders, its
+        range of several is cut short, see _hand_over_folder)."""
+        if not objects:
+            return
+        cut = len(first.prefix)
+        folders = [
+            entry[0][: entry[0].rindex(DELIMITER)] if DELIMITER in entry[0][cut:] else None
+            for entry in objects
+        ]
+        last = folders[-1]
+        whole = [name for name in folders if name is not None and name != last]  # the last one may go on
+        if whole:
+            self.folders_per_group = max(1, self.page_keys * len(set(whole)) // len(whole))
+
+    def _group_size(self, folders: int) -> int:
+        """Folders per range for a page naming ``folders`` folders: about a page's worth of keys, and never
+        fewer ranges than requests to send."""
+        return max(1, min(self.folders_per_group, -(-folders // self.max_requests)))
+
+    def _hand_over_folder(self, chain: _Range, objects: list) -> bool:
+        """A page of a flat range that lies within one folder (larger than its neighbours): the rest of that
+        folder becomes a flat range of its own, which splits within the folder, followed by the rest of
+        ``chain``. True if it did (``chain`` then ends here)."""
+        if not objects:
+            return False
+        cut = len(chain.prefix)
+        last = objects[-1][0]
+        slash = last.find(DELIMITER, cut)
+        if slash == -1:
+            return False
+        folder = last[: slash + 1]
+        if not objects[0][0].startswith(folder):
+            return False
+        chain.finished = True
+        rest_of_folder = _Range(folder, last, None)
+        rest_of_folder.flat = True
+        rest_of_folder.urgent = chain.urgent
+        ranges = [rest_of_folder]
+        after_folder = _past_folder(folder)
+        if (chain.upto is None or after_folder <= chain.upto) and (
+            chain.end is None or after_folder < chain.end
+        ):
+            rest = _Range(chain.prefix, folder + LAST_CHARACTER, chain.upto)
+            rest.flat = True
+            rest.floor = after_folder
+            rest.end = chain.end
+            rest.urgent = chain.urgent
+            ranges.append(rest)
+        ranges[-1].successor = chain.successor
+        if len(ranges) == 2:
+            rest_of_folder.successor = ranges[1]
+        chain.successor = rest_of_folder
+        for following in ranges:
+            self._wait_for(following)
+        return True
 
     # -- splitting ---------------------------------------------------------------------------------------
 
@@ -532,7 +637,7 @@ class ParallelListing:
             return False
         _remaining, low, high, chain = best
         keys, covered = chain.density  # type: ignore[misc]
-        if chain.upto is not None:
+        if chain.upto is not None or chain.end is not None:
             numbers = [(low + high) // 2]
         else:
             page_width = max(1, covered * self.page_keys // max(1, keys))
@@ -545,8 +650,10 @@ class ParallelListing:
         points = []
         for number in numbers:
             point = chain.prefix + alphabet.text(number)
-            if point > (points[-1] if points else chain.position) and (
-                chain.upto is None or point < chain.upto
+            if (
+                point > (points[-1] if points else chain.position)
+                and (chain.upto is None or point < chain.upto)
+                and (chain.end is None or point < chain.end)
             ):
                 points.append(point)
         if not points:
@@ -555,6 +662,7 @@ class ParallelListing:
         earlier = chain
         for point, later_point in zip(points, [*points[1:], chain.upto]):
             following = _Range(chain.prefix, point, later_point)
+            following.flat, following.end = chain.flat, chain.end
             following.successor = earlier.successor
             following.listed = True
             following.urgent = chain.urgent
@@ -573,7 +681,12 @@ class ParallelListing:
             return span[3], span[4]
         cut = len(chain.prefix)
         low = alphabet.number(chain.position[cut:]) if chain.position.startswith(chain.prefix) else 0
-        high = alphabet.number(chain.upto[cut:]) if chain.upto is not None else alphabet.top
+        if chain.upto is not None:
+            high = alphabet.number(chain.upto[cut:])
+        elif chain.end is not None:
+            high = alphabet.number(chain.end[cut:])
+        else:
+            high = alphabet.top
         chain.span = (alphabet.version, chain.position, chain.upto, low, high)
         return low, high
 
@@ -581,3 +694,8 @@ class ParallelListing:
         for _chain, request, _with in self._in_flight.values():
             request.cancel()
         self._in_flight.clear()
+
+
+def _past_folder(folder: str) -> str:
+    """The least string after every key in ``folder`` (which ends with the delimiter)."""
+    return folder[:-1] + chr(ord(DELIMITER) + 1)

@@ -8,6 +8,7 @@ import gc
 import hashlib
 import logging
 import os
+import random
 import signal
 import time
 from collections.abc import Iterator
@@ -50,12 +51,39 @@ def tree_keys() -> list[str]:
 
 
 def skewed_keys() -> list[str]:
-    # One folder holds 90% of the keys: it must be split, not listed a page at a time after the others.
+    # One folder, among small ones, holds 90% of the keys: it must be split, not listed a page at a time after
+    # the others; listed together with small ones, it must be handed a range of its own.
     keys = [f"skewed/big/{n:04d}.bin" for n in range(270)]
-    return keys + [f"skewed/small{f}/{n}.bin" for f in range(10) for n in range(3)]
+    return keys + [f"skewed/{'a' if f < 5 else 'z'}{f}/{n}.bin" for f in range(10) for n in range(3)]
 
 
-SHAPES = {"flat": flat_keys(), "numbered": numbered_keys(), "tree": tree_keys(), "skewed": skewed_keys()}
+def random_keys() -> list[str]:
+    # Folders of every size from 1 to 120 keys, nested up to three deep, with keys between them and names that
+    # sort around the delimiter: whatever ranges, groups and hand-overs a listing makes of it, each key once.
+    rng = random.Random(21)
+    keys: list[str] = []
+
+    def fill(folder: str, depth: int, folders: int) -> None:
+        for index in range(folders):
+            name = f"{folder}{rng.choice(['d', 'd.', 'd-', 'e'])}{index}"
+            if depth < 3 and rng.random() < 0.35:
+                fill(name + "/", depth + 1, rng.choice([1, 2, 3, 5, 8]))
+            else:
+                keys.extend(f"{name}/{n:03d}" for n in range(rng.choice([1, 2, 3, 7, 40, 120])))
+            if rng.random() < 0.3:
+                keys.append(name + rng.choice(["", ".txt", "0", "/"]))
+
+    fill("random/", 1, 14)
+    return sorted(set(keys))
+
+
+SHAPES = {
+    "flat": flat_keys(),
+    "numbered": numbered_keys(),
+    "tree": tree_keys(),
+    "skewed": skewed_keys(),
+    "random": random_keys(),
+}
 
 
 @pytest.fixture(scope="module")
@@ -108,15 +136,28 @@ def in_parallel(
 
 @pytest.mark.parametrize(
     "prefix",
-    ["flat/", "numbered/", "tree/", "skewed/", "", "tree/a", "tree/class0", "numbered/img-001", "nothing/"],
+    [
+        "flat/",
+        "numbered/",
+        "tree/",
+        "skewed/",
+        "random/",
+        "",
+        "tree/a",
+        "tree/class0",
+        "numbered/img-001",
+        "nothing/",
+    ],
 )
+# Two requests: fewer than the folders a page names, so small folders are listed together.
+@pytest.mark.parametrize("max_requests", [16, 2])
 def test_every_key_once_in_order_whatever_the_shape(
-    shaped_bucket: str, direct: S3Config, prefix: str
+    shaped_bucket: str, direct: S3Config, prefix: str, max_requests: int
 ) -> None:
     every_key = [key for keys in SHAPES.values() for key in keys]
     expected = sorted((key, len(key.encode()[: len(key) % 5])) for key in every_key if key.startswith(prefix))
     assert one_stream(direct, shaped_bucket, prefix) == expected  # what S3 (moto) answers one page at a time
-    listed, listing = in_parallel(f"s3://{shaped_bucket}/{prefix}", direct)
+    listed, listing = in_parallel(f"s3://{shaped_bucket}/{prefix}", direct, max_requests)
     assert listed == expected
     if len(expected) > 4 * PAGE:
         assert listing.peak_in_flight > 1, "the listing never had two requests in flight"
@@ -130,6 +171,23 @@ def test_a_flat_key_space_is_split(shaped_bucket: str, direct: S3Config, shape: 
     pages = -(-len(SHAPES[shape]) // PAGE)
     # Splits cost requests where a guess found no keys; not several times the pages.
     assert listing.requests < 2 * pages, (listing.requests, pages)
+
+
+@pytest.mark.parametrize("shape", ["tree", "skewed", "random"])
+def test_small_folders_are_listed_together(shaped_bucket: str, direct: S3Config, shape: str) -> None:
+    # The first page shows folders of 3 keys (skewed) or 1-3 (tree, where it also meets keys beside folders):
+    # with fewer requests than folders to ask for, runs of them are one range each, a big folder among them
+    # (skewed/big/) is handed a range of its own and split.
+    listed, listing = in_parallel(f"s3://{shaped_bucket}/{shape}/", direct, max_requests=2)
+    assert [key for key, _size in listed] == sorted(SHAPES[shape])
+    assert listing.groups > 0
+    folders = {key[: key.index("/", len(shape) + 1) + 1] for key in SHAPES[shape] if key.count("/") > 1}
+    listed_one_by_one, one_by_one = in_parallel(f"s3://{shaped_bucket}/{shape}/", direct, max_requests=16)
+    assert listed_one_by_one == listed
+    assert one_by_one.groups == 0  # 16 requests: every folder its own
+    assert listing.requests < one_by_one.requests, (listing.requests, one_by_one.requests, len(folders))
+    if shape == "skewed":
+        assert listing.splits > 0
 
 
 def test_every_door_lists_in_parallel_by_default(shaped_bucket: str, direct: S3Config) -> None:
