@@ -218,16 +218,25 @@ def test_a_child_made_by_fork_drops_the_listings_it_inherited_and_lists_again(
     # one finished and one with pages in flight, and list on its own.
     finished = listing_of(f"s3://{shaped_bucket}/numbered/", direct)
     assert [key for key, _size, _etag in finished] == sorted(numbered_keys())
-    batches = listing_of(f"s3://{shaped_bucket}/flat/", direct).batches()
+    in_progress = listing_of(f"s3://{shaped_bucket}/flat/", direct)
+    batches = in_progress.batches()
     next(batches)
     next(batches)
+    # Fork once every page in flight is in and parsed: the queue's thread then waits on its condition variable
+    # (what the child must not destroy), and no thread is inside malloc (GCC 12's ASan, in the sanitizer run,
+    # has no fork handling: a child forked while another thread held its allocator's lock hung in CI).
+    deadline = time.monotonic() + 30
+    while not all(request.done for _range, request, _with in in_progress._in_flight.values()):
+        assert time.monotonic() < deadline, "the pages in flight never came"
+        time.sleep(0.01)
+    assert in_progress._in_flight, "nothing in flight: the fork would not test an inherited listing"
     pid = os.fork()
     if pid == 0:  # the child: report through the exit status only
         status = 1
         try:
             del finished
             batches.close()
-            del batches
+            del batches, in_progress
             gc.collect()
             listed, _listing = in_parallel(f"s3://{shaped_bucket}/flat/", direct)
             status = 0 if [key for key, _size in listed] == sorted(flat_keys()) else 2
