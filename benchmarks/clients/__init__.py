@@ -32,7 +32,7 @@ CLIENTS = {
     "s3torchconnector": "s3torchconnector_client",
     "s3torchconnector-iterable": "s3torchconnector_iterable",
     "s3torchconnector-map": "s3torchconnector_map",
-    "obstore": "obstore_client",  # listing-scale only (issue 21)
+    "obstore": "obstore_client",  # reads, writes (issue 22) and listing-scale (issue 21)
     "raw-http": "raw_http",
     # The DataLoader transport alone (in-memory bytes through the same 2-worker loader): `small`'s second
     # ceiling, the bound of every row that ends in that loader.
