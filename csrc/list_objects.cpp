@@ -123,7 +123,8 @@ PendingListPage::PendingListPage(std::shared_ptr<S3Client> client, const ListObj
       request_(*client_, list_request(request),
                [parsed = parsed_, queue = std::move(queue), tag](BodyResponse* response) {
                    // Runs on a CRT thread: nothing may throw out of it.
-                   const auto parse = [parsed](const std::string* document) noexcept {
+                   // Parses the document (none: the request failed), then marks the page ready.
+                   const auto settle = [parsed](const std::string* document) noexcept {
                        if (document != nullptr) {  // nullptr: the request failed, and wait() throws why
                            try {
                                parsed->page = parse_list_objects_v2(*document);
@@ -138,16 +139,16 @@ PendingListPage::PendingListPage(std::shared_ptr<S3Client> client, const ListObj
                        parsed->changed.notify_all();
                    };
                    if (response == nullptr) {
-                       parse(nullptr);
+                       settle(nullptr);
                        queue->push(tag);
                        return;
                    }
                    std::shared_ptr<std::string> document;
                    try {
                        document = std::make_shared<std::string>(std::move(response->body));
-                       queue->push_after([document, parse] { parse(document.get()); }, tag);
+                       queue->push_after([document, settle] { settle(document.get()); }, tag);
                    } catch (const std::exception&) {  // no memory or no thread to hand it over: parse it here
-                       parse(document ? document.get() : &response->body);
+                       settle(document ? document.get() : &response->body);
                        queue->push(tag);
                    }
                }) {}

@@ -102,7 +102,16 @@ class _Range:
         "urgent",
     )
 
-    def __init__(self, prefix: str, after: Optional[str], upto: Optional[str]) -> None:
+    def __init__(
+        self,
+        prefix: str,
+        after: Optional[str],
+        upto: Optional[str],
+        *,
+        flat: bool = False,
+        floor: Optional[str] = None,
+        end: Optional[str] = None,
+    ) -> None:
         self.prefix = prefix
         self.after = after
         self.upto = upto
@@ -123,9 +132,9 @@ class _Range:
         self.may_split = False
         self.plain = False  # asked for without the delimiter (the listing's first page)
         # Asked for without the delimiter, keys only: consecutive folders of a range, or the rest of one.
-        self.flat = False
-        self.floor: Optional[str] = None  # keys before it, which its first page may hold, are another range's
-        self.end: Optional[str] = None  # keys from it on are another range's (exclusive, unlike upto)
+        self.flat = flat
+        self.floor = floor  # keys before it, which its first page may hold, are another range's
+        self.end = end  # keys from it on are another range's (exclusive, unlike upto)
         self.skip: Optional[str] = None  # a folder of it that another range lists
         # The reader waits for it (or it was cut from such a range): asked for even when pages ahead wait.
         self.urgent = False
@@ -512,10 +521,14 @@ class ParallelListing:
             following.skip = inner
             ranges.append(following)
             after = inner = folder
-        ranges[-1].successor = first.successor
+        self._follow_with(first, ranges)
+
+    def _follow_with(self, chain: _Range, ranges: list[_Range]) -> None:
+        """Puts ``ranges`` (in key order) between ``chain`` and the range after it, and asks for them."""
+        ranges[-1].successor = chain.successor
         for earlier, later in zip(ranges, ranges[1:]):
             earlier.successor = later
-        first.successor = ranges[0]
+        chain.successor = ranges[0]
         for following in ranges:
             self._wait_for(following)
 
@@ -534,10 +547,9 @@ class ParallelListing:
                 # Every key from the first folder's to the end of the last one's is in these folders: nothing
                 # came between them. StartAfter the first one's name (a key of that name, and those sorting
                 # between it and the folder, belong before it: dropped as they come).
-                child = _Range(chain.prefix, group[0][:-1], None)
-                child.flat = True
-                child.floor = group[0]
-                child.end = _past_folder(group[-1])
+                child = _Range(
+                    chain.prefix, group[0][:-1], None, flat=True, floor=group[0], end=_past_folder(group[-1])
+                )
                 self.groups += 1
             chain.items.append(child)
             self._wait_for(child)
@@ -579,26 +591,24 @@ class ParallelListing:
         if not objects[0][0].startswith(folder):
             return False
         chain.finished = True
-        rest_of_folder = _Range(folder, last, None)
-        rest_of_folder.flat = True
-        rest_of_folder.urgent = chain.urgent
-        ranges = [rest_of_folder]
+        ranges = [_Range(folder, last, None, flat=True)]  # the rest of the folder
         after_folder = _past_folder(folder)
         if (chain.upto is None or after_folder <= chain.upto) and (
             chain.end is None or after_folder < chain.end
-        ):
-            rest = _Range(chain.prefix, folder + LAST_CHARACTER, chain.upto)
-            rest.flat = True
-            rest.floor = after_folder
-            rest.end = chain.end
-            rest.urgent = chain.urgent
-            ranges.append(rest)
-        ranges[-1].successor = chain.successor
-        if len(ranges) == 2:
-            rest_of_folder.successor = ranges[1]
-        chain.successor = rest_of_folder
+        ):  # the rest of the chain
+            ranges.append(
+                _Range(
+                    chain.prefix,
+                    folder + LAST_CHARACTER,
+                    chain.upto,
+                    flat=True,
+                    floor=after_folder,
+                    end=chain.end,
+                )
+            )
         for following in ranges:
-            self._wait_for(following)
+            following.urgent = chain.urgent
+        self._follow_with(chain, ranges)
         return True
 
     # -- splitting ---------------------------------------------------------------------------------------
@@ -661,8 +671,7 @@ class ParallelListing:
         chain.may_split = False
         earlier = chain
         for point, later_point in zip(points, [*points[1:], chain.upto]):
-            following = _Range(chain.prefix, point, later_point)
-            following.flat, following.end = chain.flat, chain.end
+            following = _Range(chain.prefix, point, later_point, flat=chain.flat, end=chain.end)
             following.successor = earlier.successor
             following.listed = True
             following.urgent = chain.urgent
