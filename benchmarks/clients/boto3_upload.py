@@ -18,7 +18,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
 from .checkpoints import time_checkpoint
-from .common import Context, Measurement, MiB
+from .common import Context, Measurement, MiB, bucket_and_key
 from .uploads import in_thread_pool, time_stream, time_uploads
 
 # boto3's defaults (threshold and part 8 MiB, 10 threads), also the reads' configuration in boto3_transfer.
@@ -48,17 +48,12 @@ def _client(ctx: Context, connections: int = 10):  # type: ignore[no-untyped-def
     )
 
 
-def _bucket_and_key(url: str) -> tuple[str, str]:
-    bucket, key = url[len("s3://") :].split("/", 1)
-    return bucket, key
-
-
 def upload_large(ctx: Context) -> Measurement:
     s3 = _client(ctx)
 
     def upload(objects: list[tuple[str, bytes]]) -> None:
         for url, data in objects:
-            s3.upload_fileobj(io.BytesIO(data), *_bucket_and_key(url), Config=TRANSFER)
+            s3.upload_fileobj(io.BytesIO(data), *bucket_and_key(url), Config=TRANSFER)
 
     return time_uploads(ctx, upload)
 
@@ -67,7 +62,7 @@ def upload_small(ctx: Context) -> Measurement:
     s3 = _client(ctx, SMALL_OBJECT_WORKERS)
 
     def put(url: str, data: bytes) -> None:
-        s3.upload_fileobj(io.BytesIO(data), *_bucket_and_key(url), Config=SMALL_OBJECT_TRANSFER)
+        s3.upload_fileobj(io.BytesIO(data), *bucket_and_key(url), Config=SMALL_OBJECT_TRANSFER)
 
     return time_uploads(ctx, in_thread_pool(put, SMALL_OBJECT_WORKERS))
 
@@ -77,7 +72,7 @@ def upload_stream(ctx: Context) -> Measurement:
     s3 = _client(ctx)
 
     def upload(url: str, source: IO[bytes]) -> None:
-        s3.upload_fileobj(source, *_bucket_and_key(url), Config=TRANSFER)
+        s3.upload_fileobj(source, *bucket_and_key(url), Config=TRANSFER)
 
     return time_stream(ctx, upload)
 
@@ -91,11 +86,11 @@ def checkpoint(ctx: Context) -> Measurement:
         buffer = io.BytesIO()
         torch.save(state, buffer)
         buffer.seek(0)
-        s3.upload_fileobj(buffer, *_bucket_and_key(url), Config=TRANSFER)
+        s3.upload_fileobj(buffer, *bucket_and_key(url), Config=TRANSFER)
 
     def load(url: str) -> dict:
         buffer = io.BytesIO()
-        s3.download_fileobj(*_bucket_and_key(url), buffer, Config=TRANSFER)
+        s3.download_fileobj(*bucket_and_key(url), buffer, Config=TRANSFER)
         buffer.seek(0)
         return torch.load(buffer, map_location="cpu")
 

@@ -239,6 +239,12 @@ def consume_listing(keys: Iterable[str], ctx: Context) -> Measurement:
     return Measurement(count, 0, watch.seconds, crc if ctx.verify else None, watch.cpu_seconds, extra)
 
 
+def bucket_and_key(url: str) -> tuple[str, str]:
+    """'s3://bucket/key' -> ('bucket', 'key')."""
+    bucket, key = url[len("s3://") :].split("/", 1)
+    return bucket, key
+
+
 def strip_bucket(url_or_key: str, bucket: str) -> str:
     """'s3://bucket/k' or 'bucket/k' -> 'k'."""
     for head in (f"s3://{bucket}/", f"{bucket}/"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import obstore
 from obstore.store import S3Store
 
-from .common import Context, Measurement, consume_bytes_objects, consume_listing
+from .common import Context, Measurement, bucket_and_key, consume_bytes_objects, consume_listing
 from .uploads import in_thread_pool, time_uploads
 
 NAME = "obstore"
@@ -49,10 +49,10 @@ small = _read_objects
 
 
 def _key_of(ctx: Context, url: str) -> str:
-    prefix = f"s3://{ctx.bucket}/"
-    if not url.startswith(prefix):
+    bucket, key = bucket_and_key(url)
+    if bucket != ctx.bucket:
         raise ValueError(f"{url} is not in the store's bucket {ctx.bucket}")
-    return url[len(prefix) :]
+    return key
 
 
 def upload_large(ctx: Context) -> Measurement:

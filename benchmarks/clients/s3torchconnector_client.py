@@ -8,7 +8,15 @@ from s3torchconnector import S3ClientConfig, S3IterableDataset, S3MapDataset, S3
 from s3torchconnector._s3client import S3Client
 from torch.utils.data import DataLoader
 
-from .common import Context, Measurement, consume_keys, consume_listing, consume_objects, gil_pace
+from .common import (
+    Context,
+    Measurement,
+    bucket_and_key,
+    consume_keys,
+    consume_listing,
+    consume_objects,
+    gil_pace,
+)
 from .images import consume_images, decode
 from .random_access import read_selection
 from .s3torchconnector_writes import CONFIGURATION as WRITES_CONFIGURATION
@@ -85,7 +93,6 @@ def random(ctx: Context) -> Measurement:
     client._client  # noqa: B018
 
     def open_file(url: str):  # type: ignore[no-untyped-def]
-        bucket, key = url[len("s3://") :].split("/", 1)
-        return client.get_object(bucket, key, reader_constructor=S3ReaderConstructor.range_based())
+        return client.get_object(*bucket_and_key(url), reader_constructor=S3ReaderConstructor.range_based())
 
     return read_selection(open_file, ctx)
