@@ -172,3 +172,20 @@ _crt_insert_after("aws-c-s3/source/s3_util.c"
         }
 "
 )
+
+# aws-c-io: every channel message is zeroed when it goes back to its pool.
+#
+# aws_message_pool_release clears the bytes a message held before the pool hands the memory out again. For a
+# download that is one more write pass over every byte received, on the event-loop thread that also reads the
+# socket: 3.5% of the CPU of a 64 MiB read() loop on the `fast` endpoint (perf, 2026-11-26). Nothing relies on
+# the clearing: the pool's fallback allocations (messages larger than its segments) are never cleared, a message
+# is always written before it is read (aws_socket_read, the TLS handler's output), and the same bytes are copied
+# on, uncleared, into the S3 part buffers and the reader's results, so clearing this one copy hides nothing.
+# Tests: every read test (each message's bytes are written before use; the digests would show stale bytes).
+_crt_replace("aws-c-io/source/message_pool.c"
+"    memset(message->message_data.buffer, 0, message->message_data.len);
+    message->allocator = NULL;
+"
+"    /* torchdata_s3 speed-up (cmake/AwsCrtPatches.cmake): not cleared; every message is written before read. */
+    message->allocator = NULL;
+")

@@ -56,6 +56,10 @@ set(_awscrt_stamp "${_awscrt_source_root}/.unpacked-${AWSCRT_SHA256}-fixed-${_pa
 if(NOT EXISTS "${_awscrt_stamp}")
   file(REMOVE_RECURSE "${_awscrt_source_root}")
   file(ARCHIVE_EXTRACT INPUT "${_awscrt_archive}" DESTINATION "${_awscrt_source_root}")
+  # Extraction keeps the archive's (old) times, so a file that a dropped fix no longer changes would look older
+  # than its object from the previous build and never be compiled again: give every file the extraction's time.
+  file(GLOB_RECURSE _awscrt_extracted LIST_DIRECTORIES false "${_awscrt_source_root}/*")
+  file(TOUCH_NOCREATE ${_awscrt_extracted})
   if(NOT EXISTS "${AWSCRT_CRT_DIR}/aws-c-s3/CMakeLists.txt")
     message(FATAL_ERROR "${AWSCRT_CRT_DIR} does not hold the CRT sources: is ${_awscrt_archive} an awscrt sdist?")
   endif()
