@@ -189,3 +189,25 @@ _crt_replace("aws-c-io/source/message_pool.c"
 "    /* torchdata_s3 speed-up (cmake/AwsCrtPatches.cmake): not cleared; every message is written before read. */
     message->allocator = NULL;
 ")
+
+# aws-c-io: over TLS, every 16 KiB record travels through the HTTP and S3 layers on its own.
+#
+# s2n's s2n_recv returns after one TLS record unless multi-record receive is on, and aws-c-io never turns it
+# on: its TLS handler then hands each record (at most 16 KiB) downstream as a message of its own, although the
+# message it asked the pool for holds 256 KiB (csrc/crt_runtime.cpp), and each message costs a pass through
+# the HTTP decoder and the S3 body callback. With it on, s2n_recv fills the message with every record already
+# received (it returns what it has when the socket would block, never waits for more: aws-c-io's sockets are
+# non-blocking). Records, their authentication and alerts are handled exactly as before.
+# Tests: tests/integration/test_tls.py and test_tls_faults.py (every read over TLS, and TLS failures).
+_crt_insert_after("aws-c-io/source/s2n/s2n_tls_channel_handler.c"
+"        s_log_and_raise_s2n_errno(\"ctx: failed to set monotonic clock\");
+        goto cleanup_s2n_config;
+    }
+"
+"
+    /* torchdata_s3 speed-up (cmake/AwsCrtPatches.cmake): many records per s2n_recv, one message downstream. */
+    if (s2n_config_set_recv_multi_record(s2n_ctx->s2n_config, true) != S2N_SUCCESS) {
+        s_log_and_raise_s2n_errno(\"ctx: failed to enable multi-record receive\");
+        goto cleanup_s2n_config;
+    }
+")
