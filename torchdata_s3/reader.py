@@ -348,6 +348,9 @@ class ObjectReader(io.RawIOBase):
             self._fetched_before += source.stream.received_bytes
         source.stream.close()
 
+    def _is_empty(self) -> bool:
+        return self._client.head(self.name).size == 0
+
     def _learn_placement(self) -> bool:
         """Waits for the current source's headers: where it starts, the object's size and ETag. False (and
         no current source) when the range it asked for starts past the end of the object."""
@@ -356,7 +359,10 @@ class ObjectReader(io.RawIOBase):
         try:
             first, size = source.stream.placement()
         except S3Error as error:
-            if error.http_status != _RANGE_NOT_SATISFIABLE:
+            # Some S3-compatible servers (moto among them) answer a suffix range of an empty object with the
+            # (empty) object and no Content-Range, which the CRT refuses: a HEAD tells that case apart.
+            unranged = source.suffix and error.crt_error == "AWS_ERROR_S3_MISSING_CONTENT_RANGE_HEADER"
+            if error.http_status != _RANGE_NOT_SATISFIABLE and not (unranged and self._is_empty()):
                 raise
             # Only a range asked for without knowing the size can miss the object; a suffix misses only an
             # empty one.

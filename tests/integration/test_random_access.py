@@ -309,3 +309,16 @@ def test_a_range_past_the_end_raises_instead_of_reporting_the_error_document(bot
         with pytest.raises(S3Error) as raised:
             stream.placement()
         assert raised.value.http_status == 416
+
+
+def test_an_empty_objects_size_and_end_are_known_before_any_read(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    # The size asked first is fetched as a suffix range; moto answers that of an empty object without a
+    # Content-Range (real S3: 416), which the CRT refuses. fsspec's get_file asks .size first.
+    boto_s3.put_object(Bucket=bucket, Key="empty", Body=b"")
+    client = S3Client(S3Config.resolve())
+    with client.open(f"s3://{bucket}/empty") as stream:
+        assert stream.size == 0
+        assert stream.read() == b""
+    with client.open(f"s3://{bucket}/empty") as stream:
+        assert stream.seek(0, io.SEEK_END) == 0
+        assert stream.read(10) == b""
