@@ -302,6 +302,41 @@ class S3Client:
                 following.run()  # only now that its objects are reached
             page = following
 
+    def list_directory(self, url: str) -> tuple[list[ObjectSummary], list[str]]:
+        """One level below a prefix, as a file system sees it: the objects directly under it and the common
+        prefixes (sub-"directories", each ending in "/") one level down, every page of them.
+
+        ``s3://bucket/dir/`` and ``s3://bucket/dir`` list the same level (a key is a "directory" by its
+        trailing "/"); ``s3://bucket`` lists the bucket's top level.
+
+        Raises:
+            InvalidS3UrlError, S3FileNotFoundError (no such bucket), S3PermissionError, S3NetworkError, ...
+        """
+        location = parse_s3_url(url)
+        if location.key and not location.key.endswith("/"):
+            location = location._replace(key=location.key + "/")
+        native = self._native_for(location, "ListObjectsV2")
+        objects: list[ObjectSummary] = []
+        prefixes: list[str] = []
+        token = ""
+        while True:
+            try:
+                page, page_prefixes, next_token = native.list_objects_v2(
+                    location.bucket,
+                    prefix=location.key,
+                    delimiter="/",
+                    continuation_token=token,
+                    max_keys=0,
+                    timeout_ms=self.config.request_timeout_ms,
+                )
+            except ValueError as error:  # S3Error is a ValueError too
+                raise _list_failure(location, error) from None
+            objects.extend(map(ObjectSummary, page))
+            prefixes.extend(page_prefixes)
+            if next_token is None:
+                return objects, prefixes
+            token = next_token
+
     def _list_page(
         self, native: _core.S3Client, location: S3Url, delimiter: str, token: str, page_size: Optional[int]
     ) -> tuple[list, Optional[str]]:

@@ -55,3 +55,11 @@ def test_the_readme_datapipes_quick_start_runs(train_prefix: list[str]) -> None:
     exec(compile(readme_example("# quickstart_datapipes.py"), "quickstart_datapipes.py", "exec"), namespace)
     lines = {f"{word} {index}".encode() for index in range(5) for word in ("line", "more")}
     assert namespace["batch"] and set(namespace["batch"]) <= lines  # the last batch: one worker's lines
+
+
+def test_the_readme_fsspec_quick_start_runs(boto_s3) -> None:  # type: ignore[no-untyped-def]
+    boto_s3.create_bucket(Bucket="my-bucket")
+    namespace: dict = {"__name__": "__main__"}
+    exec(compile(readme_example("# quickstart_fsspec.py"), "quickstart_fsspec.py", "exec"), namespace)
+    body = boto_s3.get_object(Bucket="my-bucket", Key="metrics.parquet")["Body"].read()
+    assert namespace["head"] == body[:4] == b"PAR1" and namespace["tail"] == body[-4:] == b"PAR1"
