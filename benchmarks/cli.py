@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from benchmarks import datasets
-from benchmarks.clients import CEILING, CLIENTS, OURS, ensure_paths, load
+from benchmarks.clients import CEILING, CLIENTS, OURS, ensure_paths, fsspec_ranges, load
 from benchmarks.clients.common import Context
 from benchmarks.progress import Progress
 from benchmarks.report import summarize, table, validate, write_json
@@ -225,6 +225,13 @@ def build_cases(
                     else f"zip: {len(picks['members'])} members"
                 )
                 cases.append(case(variant, context, items, picks["digest"]))
+        elif name == "ranges":
+            key, size = manifest.keys[0], manifest.sizes[0]
+            ranges = fsspec_ranges.pick(size)
+            data = (Path(args.data_dir) / args.bucket / key).read_bytes()
+            context = Context(**{**base, "keys": [key], "sizes": [size]}, selection={"ranges": ranges})
+            variant = f"{len(ranges):,} x {fsspec_ranges.RANGE_BYTES // 1024} KiB of {size // MiB} MiB"
+            cases.append(case(variant, context, len(ranges), fsspec_ranges.digest(data, ranges)))
         elif name == "epochs":
             for dataset in workload.datasets:
                 manifest = manifests[dataset]

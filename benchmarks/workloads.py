@@ -114,6 +114,25 @@ WORKLOADS: dict[str, Workload] = {
             higher_is_better=False,
             cpu_per_gb=False,  # the few MB delivered make it meaningless; the CPU seconds are in the JSON
         ),
+        # Issue 23's fsspec door: bulk reads as fsspec users make them.
+        Workload(
+            "ranges",
+            "ranges/s",
+            ("large",),
+            _items_per_second,
+            "1,000 ranges of 16 KiB at random offsets (fixed seed) of one large object through the file "
+            "system's cat_ranges",
+            cpu_per_gb=False,  # 16 MB delivered; the CPU seconds are in the JSON
+            ceiling="",
+        ),
+        Workload(
+            "cat",
+            "objects/s",
+            ("small",),
+            _items_per_second,
+            "every small object through one call of the file system's cat(list of paths)",
+            ceiling="",
+        ),
         Workload(
             "epochs",
             "MB/s",

@@ -33,6 +33,7 @@ CLIENTS = {
     "s3torchconnector-iterable": "s3torchconnector_iterable",
     "s3torchconnector-map": "s3torchconnector_map",
     "obstore": "obstore_client",  # reads, writes (issue 22) and listing-scale (issue 21)
+    "obstore-fsspec": "obstore_fsspec",  # issue 23's ranges and cat
     "raw-http": "raw_http",
     # The DataLoader transport alone (in-memory bytes through the same 2-worker loader): `small`'s second
     # ceiling, the bound of every row that ends in that loader.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import s3fs
 
+from . import fsspec_ranges
 from .common import (
     Context,
     Measurement,
@@ -21,6 +22,7 @@ from .s3fs_writes import upload_large, upload_small, upload_stream  # noqa: F401
 NAME = "s3fs"
 CONFIGURATION = (
     "S3FileSystem (fresh instance), open(block_size=8 MiB)+read(1 MiB); cat_file for small; find(); "
+    "ranges, cat: its cat_ranges and cat(list); "
     "random: open(url, 'rb') with its defaults; " + WRITES_CONFIGURATION
 )
 
@@ -77,3 +79,13 @@ def random(ctx: Context) -> Measurement:
     """``fs.open(url, "rb")`` with s3fs's default block size and read-ahead cache, as users call it."""
     fs = filesystem(ctx)
     return read_selection(lambda url: fs.open(url, "rb"), ctx)
+
+
+def ranges(ctx: Context) -> Measurement:
+    """Its own cat_ranges (fsspec's async batch of ranged GETs)."""
+    return fsspec_ranges.cat_ranges(filesystem(ctx), ctx)
+
+
+def cat(ctx: Context) -> Measurement:
+    """Its own cat(list) (fsspec's async batch of GETs)."""
+    return fsspec_ranges.cat(filesystem(ctx), ctx)

@@ -13,11 +13,14 @@ from typing import Optional, Union
 
 from ..client import S3Client
 from ..errors import S3Error
+from ..fetch import DEFAULT_MAX_INFLIGHT_BYTES, DEFAULT_PREFETCH
 from ..url import parse_s3_url
 
-# At most this many GETs in flight, and this many bytes they may buffer ahead of the reader.
-MAX_SPANS_IN_FLIGHT = 64
-MAX_BYTES_IN_FLIGHT = 256 * 1024 * 1024
+# As many GETs in flight, and as many bytes they may buffer ahead of the reader, as the loader requests ahead:
+# a span waiting its turn buffers at most one part (a whole object) or itself (a range); the one being read
+# may then run a read window ahead.
+MAX_SPANS_IN_FLIGHT = DEFAULT_PREFETCH
+MAX_BYTES_IN_FLIGHT = DEFAULT_MAX_INFLIGHT_BYTES
 # HTTP 416: the range starts at or past the object's end; fsspec's answer for that is no bytes.
 _RANGE_NOT_SATISFIABLE = 416
 
@@ -50,7 +53,7 @@ def fetch_spans(
     """The bytes of every span, in order. A failed span raises (after the GETs in flight are cancelled), or
     with ``return_exceptions`` takes its exception's place in the result."""
     results: list[Union[bytes, BaseException]] = [b""] * len(spans)
-    window = client.config.read_window_bytes
+    part = client.config.part_size_bytes
     pending = deque(enumerate(spans))
     in_flight: deque = deque()  # (index, stream or None, bytes it may buffer)
     buffered = 0
@@ -58,7 +61,7 @@ def fetch_spans(
         while pending or in_flight:
             while pending and len(in_flight) < MAX_SPANS_IN_FLIGHT:
                 index, (path, start, end) = pending[0]
-                budget = window if end is None else min(window, max(1, end - start))
+                budget = part if end is None else max(1, end - start)
                 if in_flight and buffered + budget > MAX_BYTES_IN_FLIGHT:
                     break
                 pending.popleft()
@@ -66,7 +69,7 @@ def fetch_spans(
                 buffered += budget
             index, stream, budget = in_flight.popleft()
             buffered -= budget
-            results[index] = _finish(stream, return_exceptions)
+            results[index] = _finish(stream, client.config.read_window_bytes, return_exceptions)
     finally:
         for _index, stream, _budget in in_flight:
             if stream is not None:
@@ -85,11 +88,12 @@ def _start(client: S3Client, path: str, start: int, end: Optional[int], window: 
     return client.open_native(location, byte_range=(start, end - 1), window_bytes=window)
 
 
-def _finish(stream, return_exceptions: bool) -> Union[bytes, BaseException]:  # type: ignore[no-untyped-def]
+def _finish(stream, window: int, return_exceptions: bool) -> Union[bytes, BaseException]:  # type: ignore[no-untyped-def]
     if stream is None:
         return b""
     try:
         with stream:
+            stream.widen_window(window)  # its turn: may now run as far ahead as a reader's stream
             return stream.read(-1)
     except S3Error as error:
         if error.http_status == _RANGE_NOT_SATISFIABLE:
