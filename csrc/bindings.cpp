@@ -111,27 +111,33 @@ py::object utf8_str(const std::string& text) {
         PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), nullptr));
 }
 
-// (key, size, etag). Built with the C API (py::make_tuple's casts cost a third of a page's conversion) and
-// untracked by the garbage collector, which would otherwise walk every buffered entry of a listing in each
-// young collection until it untracked them itself: a tuple of str and int can hold no reference cycle.
-py::object entry_to_python(const ObjectSummary& o) {
-    py::object key = utf8_str(o.key);
-    py::object size = py::reinterpret_steal<py::object>(PyLong_FromUnsignedLongLong(o.size));
-    py::object etag = utf8_str(o.etag);
-    if (!key || !size || !etag) throw py::error_already_set();
-    PyObject* entry = PyTuple_New(3);
+// (key, size, etag), or with `details` (key, size, etag, last modified, storage class). Built with the C API
+// (py::make_tuple's casts cost a third of a page's conversion) and untracked by the garbage collector, which
+// would otherwise walk every buffered entry of a listing in each young collection until it untracked them
+// itself: a tuple of str and int can hold no reference cycle.
+py::object entry_to_python(const ObjectSummary& o, bool details) {
+    py::object fields[5] = {utf8_str(o.key), py::reinterpret_steal<py::object>(PyLong_FromUnsignedLongLong(o.size)),
+                            utf8_str(o.etag)};
+    const Py_ssize_t count = details ? 5 : 3;
+    if (details) {
+        fields[3] = utf8_str(o.last_modified);
+        fields[4] = utf8_str(o.storage_class);
+    }
+    for (Py_ssize_t i = 0; i < count; ++i) {
+        if (!fields[i]) throw py::error_already_set();
+    }
+    PyObject* entry = PyTuple_New(count);
     if (entry == nullptr) throw py::error_already_set();
-    PyTuple_SET_ITEM(entry, 0, key.release().ptr());
-    PyTuple_SET_ITEM(entry, 1, size.release().ptr());
-    PyTuple_SET_ITEM(entry, 2, etag.release().ptr());
+    for (Py_ssize_t i = 0; i < count; ++i) PyTuple_SET_ITEM(entry, i, fields[i].release().ptr());
     PyObject_GC_UnTrack(entry);
     return py::reinterpret_steal<py::object>(entry);
 }
 
-py::tuple page_to_python(const ListObjectsPage& page) {
+py::tuple page_to_python(const ListObjectsPage& page, bool details = false) {
     py::list objects(page.objects.size());
     for (size_t i = 0; i < page.objects.size(); ++i) {
-        PyList_SET_ITEM(objects.ptr(), static_cast<Py_ssize_t>(i), entry_to_python(page.objects[i]).release().ptr());
+        PyList_SET_ITEM(objects.ptr(), static_cast<Py_ssize_t>(i),
+                        entry_to_python(page.objects[i], details).release().ptr());
     }
     return py::make_tuple(objects, py::cast(page.common_prefixes),
                           page.next_continuation_token.empty() ? py::none() : py::cast(page.next_continuation_token));
@@ -278,20 +284,21 @@ PYBIND11_MODULE(_core, m) {
             "list_objects_v2",
             [](S3Client& client, const std::string& bucket, const std::string& prefix, const std::string& delimiter,
                const std::string& continuation_token, const std::string& start_after, uint32_t max_keys,
-               uint32_t timeout_ms) {
-                ListObjectsRequest request{bucket,      prefix,   delimiter, continuation_token,
-                                           start_after, max_keys, timeout_ms};
+               uint32_t timeout_ms, bool details) {
+                ListObjectsRequest request{bucket,      prefix,   delimiter,  continuation_token,
+                                           start_after, max_keys, timeout_ms, details};
                 ListObjectsPage page;
                 {
                     GilRelease release;
                     page = list_objects_v2(client, request);
                 }
-                return page_to_python(page);
+                return page_to_python(page, details);
             },
             py::arg("bucket"), py::kw_only(), py::arg("prefix") = "", py::arg("delimiter") = "",
             py::arg("continuation_token") = "", py::arg("start_after") = "", py::arg("max_keys") = 0,
-            py::arg("timeout_ms") = 0,
-            "One ListObjectsV2 page: ([(key, size, etag)], [common prefixes], next token or None).")
+            py::arg("timeout_ms") = 0, py::arg("details") = false,
+            "One ListObjectsV2 page: ([(key, size, etag)], [common prefixes], next token or None); with details, "
+            "each entry is (key, size, etag, LastModified, StorageClass).")
         .def(
             "start_list_objects_v2",
             [](std::shared_ptr<S3Client> client, const std::string& bucket, std::shared_ptr<CompletionQueue> queue,
@@ -383,10 +390,11 @@ PYBIND11_MODULE(_core, m) {
                     GilRelease release;
                     response = perform_body_request(client, request);
                 }
-                return py::make_tuple(response.header("Content-Length"), response.header("ETag"));
+                return py::make_tuple(response.header("Content-Length"), response.header("ETag"),
+                                      response.header("Last-Modified"), response.header("x-amz-storage-class"));
             },
             py::arg("bucket"), py::arg("key"), py::kw_only(), py::arg("timeout_ms") = 0,
-            "HeadObject: (Content-Length as sent, ETag).")
+            "HeadObject: (Content-Length as sent, ETag, Last-Modified, x-amz-storage-class; '' where absent).")
         .def(
             "delete_object",
             [](S3Client& client, const std::string& bucket, const std::string& key, uint32_t timeout_ms) {

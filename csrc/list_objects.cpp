@@ -31,6 +31,14 @@ int on_contents_child(aws_xml_node* node, void* user_data) {
     return AWS_OP_SUCCESS;
 }
 
+// The same and the details a file system shows (a string allocation more per key: only when asked).
+int on_detailed_contents_child(aws_xml_node* node, void* user_data) {
+    auto* object = static_cast<ObjectSummary*>(user_data);
+    if (name_is(node, "LastModified")) return xml_node_text(node, &object->last_modified);
+    if (name_is(node, "StorageClass")) return xml_node_text(node, &object->storage_class);
+    return on_contents_child(node, user_data);
+}
+
 int on_common_prefix_child(aws_xml_node* node, void* user_data) {
     if (!name_is(node, "Prefix")) return AWS_OP_SUCCESS;
     auto* page = static_cast<ListObjectsPage*>(user_data);
@@ -38,11 +46,19 @@ int on_common_prefix_child(aws_xml_node* node, void* user_data) {
     return xml_node_text(node, &page->common_prefixes.back());
 }
 
+struct ParseContext {
+    ListObjectsPage* page;
+    bool details;
+    bool saw_result = false;
+};
+
 int on_result_child(aws_xml_node* node, void* user_data) {
-    auto* page = static_cast<ListObjectsPage*>(user_data);
+    auto* context = static_cast<ParseContext*>(user_data);
+    ListObjectsPage* page = context->page;
     if (name_is(node, "Contents")) {
         page->objects.emplace_back();
-        return aws_xml_node_traverse(node, on_contents_child, &page->objects.back());
+        return aws_xml_node_traverse(node, context->details ? on_detailed_contents_child : on_contents_child,
+                                     &page->objects.back());
     }
     if (name_is(node, "CommonPrefixes")) return aws_xml_node_traverse(node, on_common_prefix_child, page);
     if (name_is(node, "NextContinuationToken")) return xml_node_text(node, &page->next_continuation_token);
@@ -54,23 +70,18 @@ int on_result_child(aws_xml_node* node, void* user_data) {
     return AWS_OP_SUCCESS;
 }
 
-struct ParseContext {
-    ListObjectsPage* page;
-    bool saw_result = false;
-};
-
 int on_root(aws_xml_node* node, void* user_data) {
     auto* context = static_cast<ParseContext*>(user_data);
     if (!name_is(node, "ListBucketResult")) return aws_raise_error(AWS_ERROR_INVALID_ARGUMENT);
     context->saw_result = true;
-    return aws_xml_node_traverse(node, on_result_child, context->page);
+    return aws_xml_node_traverse(node, on_result_child, context);
 }
 
 }  // namespace
 
-ListObjectsPage parse_list_objects_v2(const std::string& document) {
+ListObjectsPage parse_list_objects_v2(const std::string& document, bool details) {
     ListObjectsPage page;
-    ParseContext context{&page};
+    ParseContext context{&page, details};
     aws_xml_parser_options options = {};
     options.doc = aws_byte_cursor_from_array(document.data(), document.size());
     options.max_depth = 16;
@@ -113,7 +124,7 @@ BodyRequest list_request(const ListObjectsRequest& request) {
 }  // namespace
 
 ListObjectsPage list_objects_v2(S3Client& client, const ListObjectsRequest& request) {
-    return parse_list_objects_v2(perform_body_request(client, list_request(request)).body);
+    return parse_list_objects_v2(perform_body_request(client, list_request(request)).body, request.details);
 }
 
 PendingListPage::PendingListPage(std::shared_ptr<S3Client> client, const ListObjectsRequest& request,

@@ -19,6 +19,8 @@ struct ObjectSummary {
     std::string key;
     uint64_t size = 0;
     std::string etag;
+    std::string last_modified;  // ISO 8601, as S3 sends it ("2026-11-26T10:00:00.000Z"); details only
+    std::string storage_class;  // e.g. "STANDARD"; details only, empty if the server sent none
 };
 
 struct ListObjectsPage {
@@ -36,6 +38,7 @@ struct ListObjectsRequest {
     std::string start_after;
     uint32_t max_keys = 0;  // 0: the server's default (1000 on S3)
     uint32_t timeout_ms = 0;
+    bool details = false;  // also parse each object's LastModified and StorageClass
 };
 
 ListObjectsPage list_objects_v2(S3Client& client, const ListObjectsRequest& request);
@@ -72,6 +75,6 @@ private:
 
 // Parses a ListObjectsV2 XML document (exposed for tests and fuzzing). Throws std::invalid_argument if the
 // document is not a ListBucketResult.
-ListObjectsPage parse_list_objects_v2(const std::string& document);
+ListObjectsPage parse_list_objects_v2(const std::string& document, bool details = false);
 
 }  // namespace torchdata_s3

@@ -11,7 +11,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from typing import Callable, NamedTuple, Optional, Union
+from typing import Any, Callable, NamedTuple, Optional, Union
 
 from . import _core
 from .config import S3Config, event_loop_threads, undefined_profile
@@ -137,7 +137,8 @@ def is_folder_marker(key: str, size: int) -> bool:
 
 
 class ObjectSummary(tuple):
-    """``(key, size, etag)`` of one listed object."""
+    """``(key, size, etag)`` of one listed object; listed with ``details``, also its ``last_modified``
+    (ISO 8601, as S3 sends it) and ``storage_class``."""
 
     __slots__ = ()
 
@@ -153,13 +154,24 @@ class ObjectSummary(tuple):
     def etag(self) -> str:
         return self[2]
 
+    @property
+    def last_modified(self) -> str:
+        return self[3] if len(self) > 3 else ""
+
+    @property
+    def storage_class(self) -> str:
+        return self[4] if len(self) > 4 else ""
+
 
 class ObjectInfo(NamedTuple):
-    """What HeadObject tells about one object."""
+    """What HeadObject tells about one object (``last_modified``: the Last-Modified header, an HTTP date;
+    ``storage_class``: x-amz-storage-class, which S3 leaves out for STANDARD)."""
 
     url: str
     size: int
     etag: str
+    last_modified: str = ""
+    storage_class: str = ""
 
 
 class _ListPage:
@@ -212,17 +224,20 @@ class S3Client:
         self._native = None
 
     def list_objects(
-        self, url: str, *, delimiter: str = "", page_size: Optional[int] = None
+        self, url: str, *, delimiter: str = "", page_size: Optional[int] = None, details: bool = False
     ) -> Iterator[ObjectSummary]:
         """Yields every object whose key starts with the URL's key, in S3's (lexicographic) order.
 
         ``s3://bucket`` and ``s3://bucket/`` list the whole bucket; ``s3://bucket/fo`` lists ``fo*``.
-        Pages are fetched one at a time as iteration proceeds.
+        Pages are fetched one at a time as iteration proceeds. With ``details``, each summary also has its
+        ``last_modified`` and ``storage_class``.
 
         Raises:
             InvalidS3UrlError, S3FileNotFoundError (no such bucket), S3PermissionError, S3NetworkError, ...
         """
-        return self.list_location(parse_s3_url(url), delimiter=delimiter, page_size=page_size)
+        return self.list_location(
+            parse_s3_url(url), delimiter=delimiter, page_size=page_size, details=details
+        )
 
     def _native_for(self, location: S3Url, operation: str) -> _core.S3Client:
         """The native client, or the S3PermissionError a request for `location` fails with without one."""
@@ -243,13 +258,14 @@ class S3Client:
         delimiter: str = "",
         page_size: Optional[int] = None,
         read_ahead: bool = False,
+        details: bool = False,
     ) -> Iterator[ObjectSummary]:
         """:meth:`list_objects` for an already parsed URL. With ``read_ahead``, each page's successor is
         requested (on a thread of its own, which exit waits for) as soon as the page arrives, before its
         objects are yielded: a consumer slower than a round trip then never waits for a page but the first.
         A failed page raises when it is reached, after every object before it, as without read-ahead."""
         for page in self.list_pages(
-            location, delimiter=delimiter, page_size=page_size, read_ahead=read_ahead
+            location, delimiter=delimiter, page_size=page_size, read_ahead=read_ahead, details=details
         ):
             yield from map(ObjectSummary, page)
 
@@ -260,11 +276,13 @@ class S3Client:
         delimiter: str = "",
         page_size: Optional[int] = None,
         read_ahead: bool = False,
-    ) -> Iterator[list[tuple[str, int, str]]]:
+        details: bool = False,
+    ) -> Iterator[list[tuple[Any, ...]]]:
         """:meth:`list_location`'s ``(key, size, etag)`` entries a page at a time (plain tuples): for doors
-        that turn each into something else, without a frame and an ObjectSummary per key on the way."""
+        that turn each into something else, without a frame and an ObjectSummary per key on the way. (The
+        parallel listing of ``read_ahead`` has no details: with ``details``, pages come one after another.)"""
         native = self._native_for(location, "ListObjectsV2")
-        if read_ahead and not delimiter and self.config.max_list_requests > 1:
+        if read_ahead and not delimiter and not details and self.config.max_list_requests > 1:
             listing = ParallelListing(
                 native,
                 location,
@@ -277,7 +295,7 @@ class S3Client:
             return
 
         def page_from(token: str) -> _ListPage:
-            fetch = functools.partial(self._list_page, native, location, delimiter, token, page_size)
+            fetch = functools.partial(self._list_page, native, location, delimiter, token, page_size, details)
             return _ListPage(fetch)
 
         page = page_from("")
@@ -303,8 +321,9 @@ class S3Client:
             page = following
 
     def list_directory(self, url: str) -> tuple[list[ObjectSummary], list[str]]:
-        """One level below a prefix, as a file system sees it: the objects directly under it and the common
-        prefixes (sub-"directories", each ending in "/") one level down, every page of them.
+        """One level below a prefix, as a file system sees it: the objects directly under it (with their
+        details: last modified, storage class) and the common prefixes (sub-"directories", each ending in "/")
+        one level down, every page of them.
 
         ``s3://bucket/dir/`` and ``s3://bucket/dir`` list the same level (a key is a "directory" by its
         trailing "/"); ``s3://bucket`` lists the bucket's top level.
@@ -328,6 +347,7 @@ class S3Client:
                     continuation_token=token,
                     max_keys=0,
                     timeout_ms=self.config.request_timeout_ms,
+                    details=True,
                 )
             except ValueError as error:  # S3Error is a ValueError too
                 raise _list_failure(location, error) from None
@@ -338,7 +358,13 @@ class S3Client:
             token = next_token
 
     def _list_page(
-        self, native: _core.S3Client, location: S3Url, delimiter: str, token: str, page_size: Optional[int]
+        self,
+        native: _core.S3Client,
+        location: S3Url,
+        delimiter: str,
+        token: str,
+        page_size: Optional[int],
+        details: bool = False,
     ) -> tuple[list, Optional[str]]:
         """One ListObjectsV2 page: its (key, size, etag) entries and the next page's token (None: last)."""
         try:
@@ -349,6 +375,7 @@ class S3Client:
                 continuation_token=token,
                 max_keys=page_size or 0,
                 timeout_ms=self.config.request_timeout_ms,
+                details=details,
             )
         except ValueError as error:  # an S3Error is also a ValueError (for code written for the original)
             raise _list_failure(location, error) from None
@@ -410,7 +437,7 @@ class S3Client:
             for an answer without a valid Content-Length.
         """
         location = self._object_location(url)
-        length, etag = self._native_for(location, "HeadObject").head_object(
+        length, etag, last_modified, storage_class = self._native_for(location, "HeadObject").head_object(
             location.bucket, location.key, timeout_ms=self.config.request_timeout_ms
         )
         if not length.isdecimal():
@@ -424,7 +451,7 @@ class S3Client:
                 url=str(location),
                 operation="HeadObject",
             )
-        return ObjectInfo(str(location), int(length), etag)
+        return ObjectInfo(str(location), int(length), etag, last_modified, storage_class)
 
     def delete(self, url: str) -> None:
         """Deletes one object (DeleteObject). Deleting a key that does not exist succeeds, as in S3.

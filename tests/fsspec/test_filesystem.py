@@ -3,6 +3,7 @@ answers, concurrent ranges, the libraries that read through fsspec, and forked D
 
 from __future__ import annotations
 
+import datetime
 import random
 import subprocess
 import sys
@@ -84,6 +85,15 @@ def test_info_and_ls_answer_with_s3fs_keys(fs: S3FileSystem, bucket: str) -> Non
         "type": "file",
     }
     assert info["ETag"].strip('"')
+    # LastModified as botocore gives it (an aware datetime), from HeadObject and from listings alike.
+    now = datetime.datetime.now(datetime.timezone.utc)
+    assert abs((info["LastModified"] - now).total_seconds()) < 120 and info["StorageClass"] == "STANDARD"
+    assert fs.modified(f"{bucket}/dir/sub/two") == info["LastModified"]
+    [listed] = [e for e in fs.ls(f"{bucket}/dir/sub") if e["type"] == "file"]
+    assert abs((listed["LastModified"] - info["LastModified"]).total_seconds()) < 2
+    assert listed["StorageClass"] == "STANDARD"
+    found = fs.find(bucket, detail=True)
+    assert found[f"{bucket}/dir/one"]["LastModified"] is not None and found[f"{bucket}/dir/one"]["size"] == 1
     assert fs.info(f"{bucket}/dir")["type"] == "directory"
     assert fs.info(bucket)["type"] == "directory"
     assert fs.ls(f"{bucket}/dir", detail=False) == [f"{bucket}/dir/one", f"{bucket}/dir/sub"]

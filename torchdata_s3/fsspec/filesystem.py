@@ -10,13 +10,15 @@ deleted object or misses a new one, and a read never trusts a size seen earlier.
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import posixpath
 from collections import deque
 from typing import Any, Optional, Union
 
 from fsspec.spec import AbstractFileSystem
 
-from ..client import S3Client, is_folder_marker
+from ..client import ObjectSummary, S3Client, is_folder_marker
 from ..config import S3Config
 from ..errors import S3FileNotFoundError
 from .options import config_from_options, refuse_unknown
@@ -103,14 +105,31 @@ class S3FileSystem(AbstractFileSystem):
 
     # --- listing and information -------------------------------------------------------------------------
 
-    def _file_entry(self, bucket: str, key: str, size: int, etag: str) -> dict[str, Any]:
+    @staticmethod
+    def _file_entry(
+        bucket: str,
+        key: str,
+        size: int,
+        etag: str,
+        last_modified: Optional[datetime.datetime],
+        storage_class: str,
+    ) -> dict[str, Any]:
+        """s3fs's keys for a file (``LastModified`` an aware datetime, as botocore gives it)."""
+        name = f"{bucket}/{key}"
         return {
-            "name": f"{bucket}/{key}",
+            "name": name,
+            "Key": name,
             "size": size,
             "type": "file",
             "ETag": etag,
-            "Key": f"{bucket}/{key}",
+            "LastModified": last_modified,
+            "StorageClass": storage_class or "STANDARD",  # S3 omits it for STANDARD in HeadObject
         }
+
+    def _listed_file(self, bucket: str, entry: ObjectSummary) -> dict[str, Any]:
+        return self._file_entry(
+            bucket, entry.key, entry.size, entry.etag, _iso_time(entry.last_modified), entry.storage_class
+        )
 
     @staticmethod
     def _directory_entry(name: str) -> dict[str, Any]:
@@ -124,7 +143,7 @@ class S3FileSystem(AbstractFileSystem):
         objects, prefixes = self.client.list_directory(self._url(path))
         level = f"{key}/" if key else ""
         entries = [
-            self._file_entry(bucket, o.key, o.size, o.etag)
+            self._listed_file(bucket, o)
             for o in objects
             if not (o.key == level or is_folder_marker(o.key, o.size))
         ]
@@ -146,7 +165,9 @@ class S3FileSystem(AbstractFileSystem):
             except S3FileNotFoundError:
                 pass  # maybe a directory: a prefix other keys continue
             else:
-                return self._file_entry(bucket, key, found.size, found.etag)
+                return self._file_entry(
+                    bucket, key, found.size, found.etag, _http_time(found.last_modified), found.storage_class
+                )
         # A bucket, or a prefix: a directory if any key is under it. (A missing bucket raises from here.)
         under = next(
             iter(self.client.list_objects(self._url(f"{path}/" if key else bucket), page_size=1)), None
@@ -170,7 +191,7 @@ class S3FileSystem(AbstractFileSystem):
         bucket, key = self._split(path)
         found: dict[str, dict[str, Any]] = {}
         prefix = f"{path}/" if key else f"{bucket}/"
-        for entry in self.client.list_objects(self._url(prefix)):
+        for entry in self.client.list_objects(self._url(prefix), details=detail):
             name = f"{bucket}/{entry.key}"
             if withdirs:
                 # Every directory between the one searched and this key.
@@ -179,7 +200,7 @@ class S3FileSystem(AbstractFileSystem):
                     found[parent] = self._directory_entry(parent)
                     parent = posixpath.dirname(parent)
             if not is_folder_marker(entry.key, entry.size):
-                found[name] = self._file_entry(bucket, entry.key, entry.size, entry.etag)
+                found[name] = self._listed_file(bucket, entry)
         if not found and key:
             # A file finds itself; a missing path finds nothing (as fsspec's find does).
             try:
@@ -350,8 +371,14 @@ class S3FileSystem(AbstractFileSystem):
     def created(self, path: str) -> Any:
         raise NotImplementedError("S3 records no creation time (use modified())")
 
-    def modified(self, path: str) -> Any:
-        raise NotImplementedError("LastModified is not reported by torchdata_s3 yet")
+    def modified(self, path: str) -> datetime.datetime:
+        """The object's LastModified (an aware datetime, UTC)."""
+        info = self.info(path)
+        if info["type"] != "file" or info["LastModified"] is None:
+            raise IsADirectoryError(
+                f"s3crt://{self._strip_protocol(path)} is not an object: it has no LastModified"
+            )
+        return info["LastModified"]
 
 
 def _placements(
@@ -370,3 +397,19 @@ def _placements(
         else:  # merge_ranges covers every range: never reached
             raise AssertionError(f"no span holds {path} [{start}, {end})")
     return out
+
+
+def _iso_time(text: str) -> Optional[datetime.datetime]:
+    """A listing's LastModified ("2026-11-26T10:00:00.000Z"); None if the server sent none or garbage."""
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
+
+
+def _http_time(text: str) -> Optional[datetime.datetime]:
+    """HeadObject's Last-Modified ("Thu, 26 Nov 2026 10:00:00 GMT"); None if absent or malformed."""
+    try:
+        return email.utils.parsedate_to_datetime(text) if text else None
+    except (TypeError, ValueError):
+        return None
