@@ -21,6 +21,7 @@ from fsspec.spec import AbstractFileSystem
 from ..client import ObjectSummary, S3Client, is_folder_marker
 from ..config import S3Config
 from ..errors import S3FileNotFoundError
+from ..url import parse_s3_url
 from .options import config_from_options, refuse_unknown
 from .ranges import fetch_spans, merge_ranges
 
@@ -191,7 +192,9 @@ class S3FileSystem(AbstractFileSystem):
         bucket, key = self._split(path)
         found: dict[str, dict[str, Any]] = {}
         prefix = f"{path}/" if key else f"{bucket}/"
-        for entry in self.client.list_objects(self._url(prefix), details=detail):
+        # Names alone come from the listing in parallel key ranges (docs/listing.md); details page by page.
+        location = parse_s3_url(self._url(prefix))
+        for entry in self.client.list_location(location, read_ahead=not detail, details=detail):
             name = f"{bucket}/{entry.key}"
             if withdirs:
                 # Every directory between the one searched and this key.
