@@ -16,6 +16,7 @@
 #include "crt_runtime.h"
 #include "gil_release.h"
 #include "list_objects.h"
+#include "object_copy.h"
 #include "object_stream.h"
 #include "object_upload.h"
 #include "py_object_stream.h"
@@ -395,6 +396,15 @@ PYBIND11_MODULE(_core, m) {
             },
             py::arg("bucket"), py::arg("key"), py::kw_only(), py::arg("timeout_ms") = 0,
             "HeadObject: (Content-Length as sent, ETag, Last-Modified, x-amz-storage-class; '' where absent).")
+        .def(
+            "copy_object",
+            [](S3Client& client, const std::string& source_bucket, const std::string& source_key,
+               const std::string& bucket, const std::string& key, uint32_t timeout_ms) {
+                GilRelease release;
+                copy_object(client, source_bucket, source_key, bucket, key, timeout_ms);
+            },
+            py::arg("source_bucket"), py::arg("source_key"), py::arg("bucket"), py::arg("key"), py::kw_only(),
+            py::arg("timeout_ms") = 0, "CopyObject (UploadPartCopy parts from 1 GB): S3 copies, nothing passes here.")
         .def(
             "delete_object",
             [](S3Client& client, const std::string& bucket, const std::string& key, uint32_t timeout_ms) {

@@ -78,10 +78,17 @@ PendingBodyRequest::PendingBodyRequest(S3Client& client, const BodyRequest& requ
     state_->on_done = std::move(on_done);
 
     RequestMessage message(client, request.method, request.bucket, request.encoded_suffix);
+    for (const auto& header : request.headers) message.add_header(header.first.c_str(), header.second);
 
     aws_s3_meta_request_options options = {};
     options.type = AWS_S3_META_REQUEST_TYPE_DEFAULT;
     options.operation_name = aws_byte_cursor_from_c_str(request.operation.c_str());
+    if (!request.copy_source_uri.empty()) {
+        // The CRT parses its own copy of the URI when the meta request is made.
+        options.type = AWS_S3_META_REQUEST_TYPE_COPY_OBJECT;
+        options.copy_source_uri =
+            aws_byte_cursor_from_array(request.copy_source_uri.data(), request.copy_source_uri.size());
+    }
     message.describe(options);
     options.headers_callback = &BodyRequestState::on_headers;
     options.body_callback = &BodyRequestState::on_body;

@@ -1,4 +1,5 @@
-// A request whose whole (small) answer we want in memory: ListObjectsV2 pages, HeadObject, DeleteObject.
+// A request whose whole (small) answer we want in memory: ListObjectsV2 pages, HeadObject, DeleteObject,
+// CopyObject.
 #pragma once
 
 #include <cstdint>
@@ -14,12 +15,16 @@
 namespace torchdata_s3 {
 
 struct BodyRequest {
-    std::string method = "GET";  // GET, HEAD or DELETE
+    std::string method = "GET";  // GET, HEAD, DELETE; PUT for a copy
     std::string operation;       // e.g. "ListObjectsV2": names the request in errors and to the CRT
     std::string bucket;
-    std::string key;             // for error messages; may be a prefix
-    std::string encoded_suffix;  // path/query after the bucket, already URI-encoded
-    uint32_t timeout_ms = 0;     // 0: wait as long as it takes
+    std::string key;                                           // for error messages; may be a prefix
+    std::string encoded_suffix;                                // path/query after the bucket, already URI-encoded
+    uint32_t timeout_ms = 0;                                   // 0: wait as long as it takes
+    std::vector<std::pair<std::string, std::string>> headers;  // added as given
+    // Non-empty: a CopyObject (the CRT's copy meta request: CopyObject, or UploadPartCopy parts for a large
+    // source) of the object at this URI (scheme://host[:port]/path, as this client addresses it).
+    std::string copy_source_uri;
 };
 
 struct BodyResponse {

@@ -282,12 +282,17 @@ void S3Client::endpoint_for(const std::string& bucket, aws_uri* out) const {
     }
 }
 
-aws_http_message* S3Client::new_message(const std::string& method, const std::string& bucket,
-                                        const std::string& encoded_suffix) const {
+std::string S3Client::request_path(const std::string& bucket, const std::string& encoded_suffix) const {
     std::string path;
     if (options_.path_style) path = "/" + encode_path(bucket);
     path += encoded_suffix;
     if (path.empty() || path[0] != '/') path.insert(0, "/");
+    return path;
+}
+
+aws_http_message* S3Client::new_message(const std::string& method, const std::string& bucket,
+                                        const std::string& encoded_suffix) const {
+    const std::string path = request_path(bucket, encoded_suffix);
 
     aws_http_message* message = aws_http_message_new_request(runtime_->allocator());
     if (!message) throw_crt_error("creating an HTTP request");

@@ -83,6 +83,9 @@ public:
     // A request message (`method`: "GET", "PUT", ...) for `bucket` with the given (already encoded)
     // path-and-query relative to the bucket, e.g. "/my%20key" or "?list-type=2". Host and path follow the
     // addressing style. Caller releases it.
+    // The request path for `bucket` and an already encoded path-and-query relative to it ("/key?query"): the
+    // bucket in front for path-style addressing.
+    std::string request_path(const std::string& bucket, const std::string& encoded_suffix) const;
     aws_http_message* new_message(const std::string& method, const std::string& bucket,
                                   const std::string& encoded_suffix) const;
 

@@ -15,7 +15,14 @@ from typing import Any, Callable, NamedTuple, Optional, Union
 
 from . import _core
 from .config import S3Config, event_loop_threads, undefined_profile
-from .errors import CREDENTIALS_HOW_TO, NOT_AN_S3_API_HINT, S3Error, credentials_unavailable, with_hint
+from .errors import (
+    CREDENTIALS_HOW_TO,
+    NOT_AN_S3_API_HINT,
+    S3Error,
+    S3FileNotFoundError,
+    credentials_unavailable,
+    with_hint,
+)
 from .listing import ParallelListing
 from .reader import ObjectReader, S3ObjectStream
 from .url import S3Url, parse_s3_url
@@ -463,6 +470,37 @@ class S3Client:
         self._native_for(location, "DeleteObject").delete_object(
             location.bucket, location.key, timeout_ms=self.config.request_timeout_ms
         )
+
+    def copy(self, source_url: str, url: str) -> None:
+        """Copies one object to another key (CopyObject, or UploadPartCopy parts from 1 GB): S3 copies the
+        bytes, none pass through this process. Both must be on this client's endpoint.
+
+        Raises:
+            InvalidS3UrlError, S3FileNotFoundError (no such source key or bucket), S3PermissionError, ...
+        """
+        source = self._object_location(source_url)
+        location = self._object_location(url)
+        try:
+            self._native_for(location, "CopyObject").copy_object(
+                source.bucket,
+                source.key,
+                location.bucket,
+                location.key,
+                timeout_ms=self.config.request_timeout_ms,
+            )
+        except S3FileNotFoundError as error:
+            if error.operation != "HeadObject":
+                raise
+            # The CRT asks the source's size first; its error names the destination, the copy's own URL.
+            raise S3FileNotFoundError(
+                f"CopyObject {source} -> {location} failed: the source {source} does not exist "
+                f"(HeadObject: HTTP {error.http_status}). Check its bucket name and key.",
+                url=str(source),
+                operation="HeadObject",
+                http_status=error.http_status,
+                s3_error_code=error.s3_error_code,
+                crt_error=error.crt_error,
+            ) from None
 
     @staticmethod
     def _object_location(url: str) -> S3Url:

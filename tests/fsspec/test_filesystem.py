@@ -274,3 +274,13 @@ def test_find_lists_every_page_of_a_large_prefix(fs: S3FileSystem, boto_s3, buck
     detailed = fs.find(f"s3crt://{bucket}/many/", detail=True)
     assert list(detailed) == [f"{bucket}/{key}" for key in sorted(keys)]
     assert {entry["size"] for entry in detailed.values()} == {1}
+
+
+def test_copy_is_server_side(fs: S3FileSystem, bucket: str, moto_server) -> None:  # type: ignore[no-untyped-def]
+    data = payload(300_000, seed=9)
+    fs.pipe_file(f"{bucket}/src/one", data)
+    before = len(moto_server.logged_requests())
+    fs.copy(f"s3crt://{bucket}/src/one", f"{bucket}/dst/one")
+    sent = moto_server.logged_requests()[before:]
+    assert fs.cat_file(f"{bucket}/dst/one") == data
+    assert not [line for line in sent if line.startswith("GET /" + bucket + "/src")], sent
