@@ -379,13 +379,7 @@ PYBIND11_MODULE(_core, m) {
         .def(
             "head_object",
             [](S3Client& client, const std::string& bucket, const std::string& key, uint32_t timeout_ms) {
-                BodyRequest request;
-                request.method = "HEAD";
-                request.operation = "HeadObject";
-                request.bucket = bucket;
-                request.key = key;
-                request.encoded_suffix = "/" + S3Client::encode_path(key);
-                request.timeout_ms = timeout_ms;
+                const BodyRequest request = object_request("HEAD", "HeadObject", bucket, key, timeout_ms);
                 BodyResponse response;
                 {
                     GilRelease release;
@@ -408,13 +402,7 @@ PYBIND11_MODULE(_core, m) {
         .def(
             "delete_object",
             [](S3Client& client, const std::string& bucket, const std::string& key, uint32_t timeout_ms) {
-                BodyRequest request;
-                request.method = "DELETE";
-                request.operation = "DeleteObject";
-                request.bucket = bucket;
-                request.key = key;
-                request.encoded_suffix = "/" + S3Client::encode_path(key);
-                request.timeout_ms = timeout_ms;
+                const BodyRequest request = object_request("DELETE", "DeleteObject", bucket, key, timeout_ms);
                 GilRelease release;
                 perform_body_request(client, request);
             },

@@ -63,6 +63,18 @@ struct BodyRequestState : RequestState {
     }
 };
 
+BodyRequest object_request(const std::string& method, const std::string& operation, const std::string& bucket,
+                           const std::string& key, uint32_t timeout_ms) {
+    BodyRequest request;
+    request.method = method;
+    request.operation = operation;
+    request.bucket = bucket;
+    request.key = key;
+    request.encoded_suffix = "/" + S3Client::encode_path(key);
+    request.timeout_ms = timeout_ms;
+    return request;
+}
+
 std::string BodyResponse::header(const std::string& name) const {
     for (const auto& entry : headers) {
         if (strcasecmp(entry.first.c_str(), name.c_str()) == 0) return entry.second;

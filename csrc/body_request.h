@@ -27,6 +27,10 @@ struct BodyRequest {
     std::string copy_source_uri;
 };
 
+// A request about one object: `method` on the object `key` of `bucket`.
+BodyRequest object_request(const std::string& method, const std::string& operation, const std::string& bucket,
+                           const std::string& key, uint32_t timeout_ms);
+
 struct BodyResponse {
     int status = 0;
     std::vector<std::pair<std::string, std::string>> headers;  // as received

@@ -12,13 +12,7 @@ namespace torchdata_s3 {
 void copy_object(S3Client& client, const std::string& source_bucket, const std::string& source_key,
                  const std::string& bucket, const std::string& key, uint32_t timeout_ms) {
     const std::string source_suffix = "/" + S3Client::encode_path(source_key);
-    BodyRequest request;
-    request.method = "PUT";
-    request.operation = "CopyObject";
-    request.bucket = bucket;
-    request.key = key;
-    request.encoded_suffix = "/" + S3Client::encode_path(key);
-    request.timeout_ms = timeout_ms;
+    BodyRequest request = object_request("PUT", "CopyObject", bucket, key, timeout_ms);
     request.headers.emplace_back("x-amz-copy-source", "/" + S3Client::encode_path(source_bucket) + source_suffix);
 
     // Where the source is, as this client addresses it: without it the CRT assumes a virtual-hosted endpoint

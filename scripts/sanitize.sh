@@ -55,6 +55,8 @@ subset=(
     tests/integration/test_bad_input.py::test_an_answer_without_headers_fails_typed
     tests/integration/test_write.py
     tests/integration/test_write_faults.py
+    tests/integration/test_copy.py
+    tests/fsspec/test_filesystem.py::test_info_and_ls_answer_with_s3fs_keys
     "tests/integration/test_tls.py::test_listing_and_loading_small_and_multipart_objects_over_tls[ca_file]"
     tests/integration/test_tls.py::test_an_untrusted_certificate_fails_fast_naming_the_cause_and_the_fix
     tests/integration/test_tls.py::test_https_to_a_plain_http_port_fails_fast_suggesting_http
