@@ -187,11 +187,19 @@ def test_cat_of_many_paths_returns_each_objects_bytes(fs: S3FileSystem, bucket: 
     assert fs.cat([*blobs, f"{bucket}/many/missing"], on_error="omit") == blobs
 
 
-def test_rm_removes_files_under_a_prefix_and_nothing_else(fs: S3FileSystem, bucket: str) -> None:
-    for name in ("d/a", "d/e/b", "dd/c"):
+def test_rm_removes_files_under_a_prefix_and_nothing_else(fs: S3FileSystem, bucket: str, moto_server) -> None:  # type: ignore[no-untyped-def]
+    names = ["d/a", "d/e/b", "dd/c", *(f"d/many/{i:02d}" for i in range(30))]
+    for name in names:
         fs.pipe_file(f"{bucket}/{name}", b"x")
+    before = len(moto_server.logged_requests())
     fs.rm(f"{bucket}/d", recursive=True)
+    sent = moto_server.logged_requests()[before:]
     assert fs.find(bucket) == [f"{bucket}/dd/c"]
+    # fsspec's expand_path asks about the root once; no request asks what each name is.
+    assert len([line for line in sent if line.startswith("HEAD ")]) <= 1, sent
+    assert len([line for line in sent if line.startswith("DELETE ")]) <= 32 + 3  # files, and the directories
+    fs.rm(f"{bucket}/dd/c")
+    assert fs.find(bucket) == []
 
 
 # ---- what users read through it ---------------------------------------------------------------------------
