@@ -185,10 +185,10 @@ class _ListPage:
     """One ListObjectsV2 page, fetched by :meth:`run` (on the caller's thread or another) and handed over by
     :meth:`result`, which raises the request's failure on the consumer's thread."""
 
-    def __init__(self, fetch: Callable[[], tuple[list, Optional[str]]]) -> None:
+    def __init__(self, fetch: Callable[[], tuple[list, list, Optional[str]]]) -> None:
         self._fetch = fetch
         self._done = threading.Event()
-        self._value: Optional[tuple[list, Optional[str]]] = None
+        self._value: Optional[tuple[list, list, Optional[str]]] = None
         self._error: Optional[BaseException] = None
 
     def run(self) -> None:
@@ -199,7 +199,7 @@ class _ListPage:
         finally:
             self._done.set()
 
-    def result(self) -> tuple[list, Optional[str]]:
+    def result(self) -> tuple[list, list, Optional[str]]:
         self._done.wait()
         if self._error is not None:
             raise self._error
@@ -308,7 +308,7 @@ class S3Client:
         page = page_from("")
         page.run()
         while True:
-            objects, next_token = page.result()
+            objects, _prefixes, next_token = page.result()
             if next_token is not None:
                 following = page_from(next_token)
                 if read_ahead:
@@ -344,25 +344,12 @@ class S3Client:
         native = self._native_for(location, "ListObjectsV2")
         objects: list[ObjectSummary] = []
         prefixes: list[str] = []
-        token = ""
-        while True:
-            try:
-                page, page_prefixes, next_token = native.list_objects_v2(
-                    location.bucket,
-                    prefix=location.key,
-                    delimiter="/",
-                    continuation_token=token,
-                    max_keys=0,
-                    timeout_ms=self.config.request_timeout_ms,
-                    details=True,
-                )
-            except ValueError as error:  # S3Error is a ValueError too
-                raise _list_failure(location, error) from None
+        token: Optional[str] = ""
+        while token is not None:
+            page, page_prefixes, token = self._list_page(native, location, "/", token, None, details=True)
             objects.extend(map(ObjectSummary, page))
             prefixes.extend(page_prefixes)
-            if next_token is None:
-                return objects, prefixes
-            token = next_token
+        return objects, prefixes
 
     def _list_page(
         self,
@@ -372,10 +359,11 @@ class S3Client:
         token: str,
         page_size: Optional[int],
         details: bool = False,
-    ) -> tuple[list, Optional[str]]:
-        """One ListObjectsV2 page: its (key, size, etag) entries and the next page's token (None: last)."""
+    ) -> tuple[list, list, Optional[str]]:
+        """One ListObjectsV2 page: its (key, size, etag) entries, its common prefixes and the next page's
+        token (None: last)."""
         try:
-            objects, _prefixes, next_token = native.list_objects_v2(
+            return native.list_objects_v2(
                 location.bucket,
                 prefix=location.key,
                 delimiter=delimiter,
@@ -386,7 +374,6 @@ class S3Client:
             )
         except ValueError as error:  # an S3Error is also a ValueError (for code written for the original)
             raise _list_failure(location, error) from None
-        return objects, next_token
 
     def open(
         self,

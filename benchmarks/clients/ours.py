@@ -149,8 +149,7 @@ def file_system(ctx: Context):  # type: ignore[no-untyped-def]
     """The fsspec door (``s3crt://``), with its native client built before the clock like every adapter's."""
     from torchdata_s3.fsspec import S3FileSystem
 
-    fs = S3FileSystem(config=_config(ctx), skip_instance_cache=True)
-    return fs
+    return S3FileSystem(config=_config(ctx), skip_instance_cache=True)
 
 
 def ranges(ctx: Context) -> Measurement:

@@ -170,10 +170,9 @@ def test_nearby_ranges_are_one_get_and_far_ones_are_not(fs: S3FileSystem, bucket
     gets = [r for r in moto_server.logged_requests()[before:] if r.startswith("GET ")]
     assert got == [data[s:e] for s, e in zip(starts, ends)]
     assert len(gets) == 2, gets  # the 16 ranges within 1 MiB as one, the far one alone
-    assert merge_ranges([("p", 0, 10), ("p", 5, 20), ("p", 30, 40)], max_gap=5) == [
-        ("p", 0, 20),
-        ("p", 30, 40),
-    ]
+    spans, placements = merge_ranges([("p", 0, 10), ("p", 5, 20), ("p", 30, 40)], max_gap=5)
+    assert spans == [("p", 0, 20), ("p", 30, 40)]
+    assert placements == [(0, 0), (0, 5), (1, 0)]
 
 
 def test_cat_of_many_paths_returns_each_objects_bytes(fs: S3FileSystem, bucket: str) -> None:

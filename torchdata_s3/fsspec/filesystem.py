@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime
 import email.utils
 import posixpath
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, Union
 
@@ -296,10 +295,10 @@ class S3FileSystem(AbstractFileSystem):
             start = max(0, start or 0)
             ranges.append((path, start, max(start, end)))
         gap = MERGE_GAP_BYTES if max_gap is None else max_gap
-        spans = merge_ranges(ranges, gap)
+        spans, placements = merge_ranges(ranges, gap)
         fetched = fetch_spans(self.client, spans, return_exceptions=on_error != "raise")
         results: list[Any] = []
-        for (_path, start, end), (span_index, offset) in zip(ranges, _placements(ranges, spans)):
+        for (_path, start, end), (span_index, offset) in zip(ranges, placements):
             data = fetched[span_index]
             if isinstance(data, BaseException):
                 results.append(data)
@@ -383,24 +382,6 @@ class S3FileSystem(AbstractFileSystem):
                 f"s3crt://{self._strip_protocol(path)} is not an object: it has no LastModified"
             )
         return info["LastModified"]
-
-
-def _placements(
-    ranges: list[tuple[str, int, int]], spans: list[tuple[str, int, Optional[int]]]
-) -> list[tuple[int, int]]:
-    """For each range, the span that holds it and the range's offset in that span."""
-    by_path: dict[str, deque[tuple[int, int, int]]] = {}
-    for index, (path, start, end) in enumerate(spans):
-        by_path.setdefault(path, deque()).append((index, start, end if end is not None else -1))
-    out = []
-    for path, start, end in ranges:
-        for index, span_start, span_end in by_path[path]:
-            if span_start <= start and (span_end < 0 or end <= span_end):
-                out.append((index, start - span_start))
-                break
-        else:  # merge_ranges covers every range: never reached
-            raise AssertionError(f"no span holds {path} [{start}, {end})")
-    return out
 
 
 def _iso_time(text: str) -> Optional[datetime.datetime]:

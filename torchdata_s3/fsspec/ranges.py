@@ -27,24 +27,29 @@ _RANGE_NOT_SATISFIABLE = 416
 Span = tuple[str, int, Optional[int]]  # (bucket/key, start, end exclusive or None: to the end)
 
 
-def merge_ranges(ranges: list[tuple[str, int, int]], max_gap: int) -> list[Span]:
+def merge_ranges(
+    ranges: list[tuple[str, int, int]], max_gap: int
+) -> tuple[list[Span], list[tuple[int, int]]]:
     """Spans covering every ``(path, start, end)`` range, merging ranges of one path less than ``max_gap``
-    apart (or overlapping). Spans come in the order their first range appears."""
-    by_path: dict[str, list[tuple[int, int]]] = {}
-    for path, start, end in ranges:
-        by_path.setdefault(path, []).append((start, end))
+    apart (or overlapping), in the order each path first appears; and for each range, the index of the span
+    that holds it and its offset in that span."""
+    by_path: dict[str, list[int]] = {}
+    for index, (path, _start, _end) in enumerate(ranges):
+        by_path.setdefault(path, []).append(index)
     spans: list[Span] = []
-    for path, pieces in by_path.items():
-        pieces.sort()
-        span_start, span_end = pieces[0]
-        for start, end in pieces[1:]:
-            if start - span_end < max_gap:
-                span_end = max(span_end, end)
-            else:
+    placements = [(0, 0)] * len(ranges)
+    for path, indices in by_path.items():
+        indices.sort(key=lambda i: (ranges[i][1], ranges[i][2]))
+        span_start, span_end = ranges[indices[0]][1], ranges[indices[0]][2]
+        for i in indices:
+            _path, start, end = ranges[i]
+            if start - span_end >= max_gap:
                 spans.append((path, span_start, span_end))
                 span_start, span_end = start, end
+            span_end = max(span_end, end)
+            placements[i] = (len(spans), start - span_start)
         spans.append((path, span_start, span_end))
-    return spans
+    return spans, placements
 
 
 def fetch_spans(
