@@ -53,6 +53,28 @@ _crt_insert_after("aws-c-s3/source/s3_auto_ranged_get.c"
             }
 ")
 
+# aws-c-s3: downloading an empty object into a file crashes the process.
+#
+# A GET given `recv_filepath` hands each part's body to a file-writing thread (out-of-order delivery) and counts
+# it as sent; the meta request may finish only once every body sent is written. While it has no finish result,
+# the CRT waits for "delivered < total parts" alone, and an empty object has no parts: its one (empty) body,
+# from the partNumber=1 request, is still queued for writing when the meta request finishes and frees the
+# file's descriptor slots, and the write then dereferences them (SIGSEGV, seen with S3Client.download_file of
+# a 0-byte object). Waiting also for every body sent, as the branch with a finish result already does, fixes it.
+# Test: tests/integration/test_file_transfer.py, test_a_file_goes_up_and_comes_back_byte_exact[0].
+_crt_insert_after("aws-c-s3/source/s3_auto_ranged_get.c"
+"            if (meta_request->synced_data.num_parts_delivery_completed < auto_ranged_get->synced_data.total_num_parts) {
+                goto has_work_remaining;
+            }
+"
+"
+            /* torchdata_s3 fix (cmake/AwsCrtPatches.cmake): bodies handed to file writers are not written yet. */
+            if (meta_request->synced_data.num_parts_delivery_completed <
+                meta_request->synced_data.num_parts_delivery_sent) {
+                goto has_work_remaining;
+            }
+")
+
 # aws-c-s3: a successful answer without a single header line crashes the process.
 #
 # The CRT keeps a response's status and headers from the HTTP layer's header callback, which is never called

@@ -400,6 +400,30 @@ PYBIND11_MODULE(_core, m) {
             py::arg("source_bucket"), py::arg("source_key"), py::arg("bucket"), py::arg("key"), py::kw_only(),
             py::arg("timeout_ms") = 0, "CopyObject (UploadPartCopy parts from 1 GB): S3 copies, nothing passes here.")
         .def(
+            "download_file",
+            [](S3Client& client, const std::string& bucket, const std::string& key, const std::string& path) {
+                BodyRequest request = object_request("GET", "GetObject", bucket, key, 0);
+                request.recv_filepath = path;
+                GilRelease release;
+                perform_body_request(client, request);
+            },
+            py::arg("bucket"), py::arg("key"), py::arg("path"),
+            "GetObject into a new or replaced local file (parts in parallel, written at their offsets by the CRT); "
+            "the file is deleted if the request fails.")
+        .def(
+            "upload_file",
+            [](S3Client& client, const std::string& path, const std::string& bucket, const std::string& key,
+               bool if_none_match) {
+                BodyRequest request = object_request("PUT", "PutObject", bucket, key, 0);
+                request.send_filepath = path;
+                if (if_none_match) request.headers.emplace_back("If-None-Match", "*");
+                GilRelease release;
+                perform_body_request(client, request);
+            },
+            py::arg("path"), py::arg("bucket"), py::arg("key"), py::kw_only(), py::arg("if_none_match") = false,
+            "PutObject of a local file, read by the CRT (parallel parts above the multipart threshold); with "
+            "if_none_match, refused (HTTP 412) if the object exists.")
+        .def(
             "delete_object",
             [](S3Client& client, const std::string& bucket, const std::string& key, uint32_t timeout_ms) {
                 const BodyRequest request = object_request("DELETE", "DeleteObject", bucket, key, timeout_ms);

@@ -101,6 +101,17 @@ PendingBodyRequest::PendingBodyRequest(S3Client& client, const BodyRequest& requ
         options.copy_source_uri =
             aws_byte_cursor_from_array(request.copy_source_uri.data(), request.copy_source_uri.size());
     }
+    if (!request.recv_filepath.empty()) {
+        // The CRT keeps its own copy of the path.
+        options.type = AWS_S3_META_REQUEST_TYPE_GET_OBJECT;
+        options.recv_filepath = aws_byte_cursor_from_array(request.recv_filepath.data(), request.recv_filepath.size());
+        options.recv_file_option = AWS_S3_RECV_FILE_CREATE_OR_REPLACE;
+        options.recv_file_delete_on_failure = true;
+    }
+    if (!request.send_filepath.empty()) {
+        options.type = AWS_S3_META_REQUEST_TYPE_PUT_OBJECT;
+        options.send_filepath = aws_byte_cursor_from_array(request.send_filepath.data(), request.send_filepath.size());
+    }
     message.describe(options);
     options.headers_callback = &BodyRequestState::on_headers;
     options.body_callback = &BodyRequestState::on_body;

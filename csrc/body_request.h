@@ -1,5 +1,5 @@
 // A request whose whole (small) answer we want in memory: ListObjectsV2 pages, HeadObject, DeleteObject,
-// CopyObject.
+// CopyObject; and the transfers between a local file and an object, whose bytes the CRT moves itself.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,12 @@ struct BodyRequest {
     // Non-empty: a CopyObject (the CRT's copy meta request: CopyObject, or UploadPartCopy parts for a large
     // source) of the object at this URI (scheme://host[:port]/path, as this client addresses it).
     std::string copy_source_uri;
+    // Non-empty: a GetObject whose body the CRT writes into this (new or replaced) file, parts in parallel at
+    // their own offsets; the file is deleted if the request fails.
+    std::string recv_filepath;
+    // Non-empty: a PutObject whose body the CRT reads from this file (parallel parts above the multipart
+    // threshold).
+    std::string send_filepath;
 };
 
 // A request about one object: `method` on the object `key` of `bucket`.

@@ -489,6 +489,52 @@ class S3Client:
                 crt_error=error.crt_error,
             ) from None
 
+    def download_file(self, url: str, path: Union[str, os.PathLike]) -> None:
+        """Writes one object to a local file, its parts fetched in parallel and written at their offsets by
+        the native core (no byte passes through Python). The bytes land in a temporary file beside ``path``
+        that replaces it only once complete: a failed download leaves ``path`` as it was.
+
+        Raises:
+            InvalidS3UrlError, S3FileNotFoundError (no such key or bucket), S3PermissionError, OSError (the
+            local directory is missing or not writable), ...
+        """
+        location = self._object_location(url)
+        target = os.path.abspath(os.fspath(path))
+        if os.path.isdir(target):
+            raise IsADirectoryError(f"cannot download {location} to {target}: it is a directory")
+        directory, name = os.path.split(target)
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"cannot download {location} to {target}: {directory} does not exist")
+        partial = os.path.join(directory, f".{name}.{os.getpid()}.{threading.get_ident()}.partial")
+        native = self._native_for(location, "GetObject")
+        try:
+            native.download_file(location.bucket, location.key, partial)
+            os.replace(partial, target)
+        finally:
+            if os.path.exists(
+                partial
+            ):  # the CRT deletes its file on failure; an os.replace failure leaves it
+                os.unlink(partial)
+
+    def upload_file(self, path: Union[str, os.PathLike], url: str, *, overwrite: bool = True) -> None:
+        """Uploads a local file as one object, read by the native core (parallel parts above the multipart
+        threshold; no byte passes through Python). Nothing is visible before the whole file is stored. With
+        ``overwrite=False`` the upload is refused, atomically (``If-None-Match: *``), if the object exists.
+
+        Raises:
+            InvalidS3UrlError, FileNotFoundError (no such local file), IsADirectoryError,
+            S3ObjectExistsError (``overwrite=False``), S3PermissionError, ...
+        """
+        location = self._object_location(url)
+        source = os.fspath(path)
+        if os.path.isdir(source):
+            raise IsADirectoryError(f"cannot upload {source} to {location}: it is a directory")
+        if not os.path.isfile(source):
+            raise FileNotFoundError(f"cannot upload {source} to {location}: no such file")
+        self._native_for(location, "PutObject").upload_file(
+            source, location.bucket, location.key, if_none_match=not overwrite
+        )
+
     @staticmethod
     def _object_location(url: str) -> S3Url:
         location = parse_s3_url(url)

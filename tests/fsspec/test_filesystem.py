@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import time
 
 import fsspec
 import pytest
@@ -15,8 +16,12 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from tests.conftest import TEST_ACCESS_KEY, TEST_SECRET_KEY
+from torchdata_s3 import S3Config
 from torchdata_s3.fsspec import S3FileSystem
+from torchdata_s3.fsspec.filesystem import LISTINGS_EXPIRY_SECONDS
 from torchdata_s3.fsspec.ranges import merge_ranges
+
+MiB = 1024 * 1024
 
 
 @pytest.fixture
@@ -291,3 +296,122 @@ def test_copy_is_server_side(fs: S3FileSystem, bucket: str, moto_server) -> None
     sent = moto_server.logged_requests()[before:]
     assert fs.cat_file(f"{bucket}/dst/one") == data
     assert not [line for line in sent if line.startswith("GET /" + bucket + "/src")], sent
+
+
+# ---- listing cache ----------------------------------------------------------------------------------------
+
+
+def test_listings_are_cached_and_every_own_write_shows_at_once(
+    fs: S3FileSystem, bucket: str, boto_s3, moto_server
+) -> None:  # type: ignore[no-untyped-def]
+    fs.pipe({f"{bucket}/c/a": b"1", f"{bucket}/c/sub/b": b"22"})
+    listed = fs.ls(f"{bucket}/c")
+    before = len(moto_server.logged_requests())
+    assert fs.ls(f"{bucket}/c") == listed
+    assert fs.info(f"{bucket}/c/a")["size"] == 1 and fs.isdir(f"{bucket}/c/sub")
+    assert moto_server.logged_requests()[before:] == []  # all from the cached listing
+
+    # Each of our own writes, copies and deletes shows in the next listing.
+    fs.pipe_file(f"{bucket}/c/new", b"333")
+    assert f"{bucket}/c/new" in fs.ls(f"{bucket}/c", detail=False)
+    with fs.open(f"{bucket}/c/written", "wb") as f:
+        f.write(b"4444")
+    assert fs.info(f"{bucket}/c/written")["size"] == 4 and f"{bucket}/c/written" in fs.ls(
+        f"{bucket}/c", detail=False
+    )
+    fs.cp_file(f"{bucket}/c/a", f"{bucket}/c/copied")
+    fs.rm_file(f"{bucket}/c/new")
+    assert set(fs.ls(f"{bucket}/c", detail=False)) == {
+        f"{bucket}/c/{n}" for n in ("a", "sub", "written", "copied")
+    }
+
+    # Another writer's object: the cached listing does not show it until refreshed, but nothing claims it
+    # is missing and a read never trusts a cached size.
+    boto_s3.put_object(Bucket=bucket, Key="c/other", Body=b"55555")
+    boto_s3.put_object(Bucket=bucket, Key="c/a", Body=b"grown")
+    assert f"{bucket}/c/other" not in fs.ls(f"{bucket}/c", detail=False)
+    assert fs.info(f"{bucket}/c/other")["size"] == 5  # not in the cached listing: asked about
+    assert fs.cat_file(f"{bucket}/c/a") == b"grown" and fs.cat_ranges([f"{bucket}/c/a"], [-2], [None]) == [
+        b"wn"
+    ]
+    assert f"{bucket}/c/other" in fs.ls(f"{bucket}/c", detail=False, refresh=True)
+
+
+def test_a_cached_listing_expires_and_the_cache_can_be_turned_off(
+    options: dict, bucket: str, boto_s3
+) -> None:  # type: ignore[no-untyped-def]
+    boto_s3.put_object(Bucket=bucket, Key="e/a", Body=b"1")
+    brief = S3FileSystem(skip_instance_cache=True, listings_expiry_time=0.2, **options)
+    uncached = S3FileSystem(skip_instance_cache=True, use_listings_cache=False, **options)
+    assert (
+        brief.ls(f"{bucket}/e", detail=False) == uncached.ls(f"{bucket}/e", detail=False) == [f"{bucket}/e/a"]
+    )
+    boto_s3.put_object(Bucket=bucket, Key="e/b", Body=b"2")
+    assert uncached.ls(f"{bucket}/e", detail=False) == [f"{bucket}/e/a", f"{bucket}/e/b"]
+    time.sleep(0.3)
+    assert brief.ls(f"{bucket}/e", detail=False) == [f"{bucket}/e/a", f"{bucket}/e/b"]
+    assert (
+        S3FileSystem(skip_instance_cache=True, **options).dircache.listings_expiry_time
+        == LISTINGS_EXPIRY_SECONDS
+    )
+
+
+# ---- many files, and large ones ---------------------------------------------------------------------------
+
+
+def test_put_and_get_of_many_files_and_a_multipart_one_are_byte_exact(
+    options: dict, bucket: str, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    fs = S3FileSystem(
+        skip_instance_cache=True,
+        config=S3Config(part_size_bytes=5 * MiB, multipart_threshold_bytes=5 * MiB),
+        **options,
+    )
+    source = tmp_path / "up"
+    files = {f"d{i % 3}/f{i:02d}": payload(100 + i * 7, seed=i) for i in range(40)}
+    files["big"] = payload(17 * MiB + 5, seed=99)
+    files["empty"] = b""
+    for name, data in files.items():
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_bytes(data)
+    fs.put(str(source), f"{bucket}/tree", recursive=True)
+    assert {p[len(f"{bucket}/tree/") :] for p in fs.find(f"{bucket}/tree")} == set(files)
+    assert fs.cat_file(f"{bucket}/tree/big") == files["big"]
+
+    target = tmp_path / "down"
+    fs.get(f"{bucket}/tree", str(target), recursive=True)
+    assert {str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()} == set(files)
+    assert all((target / name).read_bytes() == data for name, data in files.items())
+
+    # The first failure is raised, after every other transfer finished.
+    with pytest.raises(FileNotFoundError, match=f"{bucket}/tree/missing"):
+        fs.get(
+            [f"{bucket}/tree/missing", f"{bucket}/tree/d0/f00"], [str(tmp_path / "m"), str(tmp_path / "f00")]
+        )
+    assert (tmp_path / "f00").read_bytes() == files["d0/f00"] and not (tmp_path / "m").exists()
+    with pytest.raises(FileExistsError):
+        fs.put_file(str(source / "big"), f"{bucket}/tree/big", mode="create")
+
+
+def test_a_parquet_column_read_by_pyarrow_fetches_about_its_own_bytes(fs: S3FileSystem, bucket: str) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)  # random doubles: no compression, each column chunk 4 MB
+    table = pa.table({f"c{i}": rng.random(2_000_000) for i in range(4)})
+    with fs.open(f"{bucket}/wide.parquet", "wb") as f:
+        pq.write_table(table, f, row_group_size=500_000)
+    metadata = pq.ParquetFile(fs.open(f"{bucket}/wide.parquet")).metadata
+    column = sum(
+        metadata.row_group(r).column(2).total_compressed_size for r in range(metadata.num_row_groups)
+    )
+
+    opened: list = []
+    real_open = fs._open
+    fs._open = lambda *args, **kwargs: opened.append(real_open(*args, **kwargs)) or opened[-1]  # type: ignore[method-assign]
+    read = pq.read_table(f"{bucket}/wide.parquet", columns=["c2"], filesystem=fs)
+    assert read.column("c2").equals(table.column("c2"))
+    fetched = sum(stream.bytes_fetched for stream in opened)
+    # The column's four 4 MB chunks, one GET each, and the footer's 1 MiB tail for each of pyarrow's opens.
+    assert column <= fetched <= 1.2 * column, (fetched, column, len(opened))

@@ -4,24 +4,33 @@ Paths are ``bucket/key`` (with or without ``s3crt://``, ``s3://`` or ``s3a://`` 
 directories: as in s3fs, a "directory" is a prefix that some key continues with ``/``; ``mkdir`` and ``rmdir``
 change nothing, and a directory exists while a key is under it.
 
-Nothing is cached between calls: every ``ls``, ``info`` and ``find`` asks S3, so a listing never shows a
-deleted object or misses a new one, and a read never trusts a size seen earlier.
+Listings (``ls``) are cached for ``listings_expiry_time`` seconds (LISTINGS_EXPIRY_SECONDS unless given;
+``use_listings_cache=False`` turns the cache off), as fsspec's DirCache does. Every write, copy and delete
+made through this file system forgets the cached listings of its path and of every parent, so this process
+always sees its own changes; another process's changes show once the listing expires (or at once with
+``refresh=True`` or ``invalidate_cache()``). The cache only ever answers positively: a path missing from a
+cached listing is asked about again. ``find`` always asks S3, and a read never trusts a cached size (readers,
+``cat_ranges`` and ``get`` learn it from S3).
 """
 
 from __future__ import annotations
 
 import datetime
 import email.utils
+import os
 import posixpath
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
+from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 from fsspec.spec import AbstractFileSystem
+from fsspec.utils import isfilelike
 
 from ..client import ObjectSummary, S3Client, is_folder_marker
 from ..config import S3Config
 from ..errors import S3FileNotFoundError
 from ..url import parse_s3_url
+from ..writer import ObjectUploader, S3ObjectWriter
+from .bulk import Bulk
 from .options import config_from_options, refuse_unknown
 from .ranges import fetch_spans, merge_ranges
 
@@ -29,8 +38,10 @@ PROTOCOLS = ("s3crt", "s3", "s3a")
 # cat_ranges reads ranges of one object closer than this as one GET: a request costs a round trip (tens of
 # ms on S3), while reading 1 MiB more costs about 10 ms at one connection's ~100 MB/s.
 MERGE_GAP_BYTES = 1024 * 1024
-# rm's DeleteObject requests in flight (each a native call that releases the GIL; S3 has no batch here yet).
-DELETE_THREADS = 16
+# How long a cached listing is trusted: long enough for one library call's repeated ls/info of the same
+# directory (pyarrow's dataset discovery, pandas' partitioned reads), short enough that another process's new
+# objects show within seconds (s3fs's caches, which never expire by default, are a standing complaint).
+LISTINGS_EXPIRY_SECONDS = 10.0
 
 
 class S3FileSystem(AbstractFileSystem):
@@ -67,6 +78,7 @@ class S3FileSystem(AbstractFileSystem):
         **storage_options: Any,
     ) -> None:
         refuse_unknown(storage_options)
+        storage_options.setdefault("listings_expiry_time", LISTINGS_EXPIRY_SECONDS)
         super().__init__(**storage_options)
         self.config = config_from_options(
             config=config,
@@ -80,6 +92,7 @@ class S3FileSystem(AbstractFileSystem):
         )
         self.default_block_size = default_block_size
         self.client = S3Client(self.config)
+        self._bulk = Bulk()
 
     # --- paths -------------------------------------------------------------------------------------------
 
@@ -138,10 +151,17 @@ class S3FileSystem(AbstractFileSystem):
     def _directory_entry(name: str) -> dict[str, Any]:
         return {"name": name, "size": 0, "type": "directory", "StorageClass": "DIRECTORY"}
 
-    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
+    def ls(self, path: str, detail: bool = True, refresh: bool = False, **kwargs: Any) -> list[Any]:
         path = self._strip_protocol(path)
         if not path:
             raise NotImplementedError("listing every bucket (ListBuckets) is not supported: name a bucket")
+        entries = None if refresh else self._cached_listing(path)
+        if entries is None:
+            entries = self._list_level(path)
+        return [dict(entry) for entry in entries] if detail else [entry["name"] for entry in entries]
+
+    def _list_level(self, path: str) -> list[dict[str, Any]]:
+        """One level under ``path`` from S3 (a directory's listing is cached), or ``[info]`` for a file."""
         bucket, key = self._split(path)
         objects, prefixes = self.client.list_directory(self._url(path))
         level = f"{key}/" if key else ""
@@ -153,15 +173,46 @@ class S3FileSystem(AbstractFileSystem):
         entries += [self._directory_entry(f"{bucket}/{prefix.rstrip('/')}") for prefix in prefixes]
         if not entries and not any(o.key == level for o in objects):
             # Not a directory: a file lists as itself; anything else does not exist.
-            entries = [self.info(path)]
+            return [self.info(path, refresh=True)]
         entries.sort(key=lambda entry: entry["name"])
-        return entries if detail else [entry["name"] for entry in entries]
+        self.dircache[path] = entries
+        return entries
 
-    def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+    def _cached_listing(self, path: str) -> Optional[list[dict[str, Any]]]:
+        """``ls(path)`` from unexpired cached listings, or None when they cannot answer it."""
+        try:
+            return list(self.dircache[path])
+        except KeyError:
+            entry = self._cached_entry(path)
+            return [entry] if entry is not None and entry["type"] == "file" else None
+
+    def _cached_entry(self, path: str) -> Optional[dict[str, Any]]:
+        """``path``'s entry in its parent's unexpired cached listing, or None (never a sign it is missing)."""
+        try:
+            listing = self.dircache[self._parent(path)]
+        except KeyError:
+            return None
+        return next((dict(entry) for entry in listing if entry["name"] == path), None)
+
+    def invalidate_cache(self, path: Optional[str] = None) -> None:
+        """Forgets the cached listings of ``path`` and of every directory above it (all, without a path)."""
+        if path is None:
+            self.dircache.clear()
+            return
+        path = self._strip_protocol(path)
+        while path:
+            self.dircache.pop(path, None)
+            path = self._parent(path)
+
+    def info(self, path: str, refresh: bool = False, **kwargs: Any) -> dict[str, Any]:
         path = self._strip_protocol(path)
         bucket, key = self._split(path)
         if not bucket:
             raise NotImplementedError("the root (every bucket) has no information: name a bucket")
+        if not refresh:
+            cached = self._cached_entry(path)
+            if cached is not None:
+                return cached
         if key:
             try:
                 found = self.client.head(self._url(path))
@@ -243,14 +294,16 @@ class S3FileSystem(AbstractFileSystem):
         url = self._url(path)
         if mode == "rb":
             return self.client.open(url, "rb")
-        if mode == "wb":
-            return self.client.open(url, "wb")
-        if mode == "xb":
-            # Refused at once if the object exists, as a local file's "x" is; and atomically at close
+        if mode in ("wb", "xb"):
+            location = parse_s3_url(url)
+            if not location.key or location.is_prefix:
+                raise IsADirectoryError(f"s3crt://{path} names a bucket or prefix, not an object: add a key")
+            # "xb" is refused at once if the object exists, as a local file's "x" is; and atomically at close
             # (If-None-Match: *), should another writer create it meanwhile.
-            if self.exists(path):
+            if mode == "xb" and self._object_exists(path):
                 raise FileExistsError(f"s3crt://{path} already exists (mode 'xb' creates a new object only)")
-            return self.client.open(url, "wb", overwrite=False)
+            uploader = ObjectUploader(self.client, location, overwrite=mode == "wb")
+            return _ListingClearingWriter(uploader, lambda: self.invalidate_cache(path))
         raise ValueError(
             f"mode {mode!r} is not supported for s3crt://{path}: use 'rb', 'wb' or 'xb' (S3 has no append)"
         )
@@ -287,8 +340,8 @@ class S3FileSystem(AbstractFileSystem):
         ranges = []
         for path, start, end in zip(stripped, starts, ends):
             if (start is not None and start < 0) or end is None or end < 0:
-                if path not in sizes:
-                    sizes[path] = self.info(path)["size"]
+                if path not in sizes:  # asked now: a cached listing's size may be stale
+                    sizes[path] = self.client.head(self._url(path)).size
                 size = sizes[path]
                 start = 0 if start is None else (start + size if start < 0 else start)
                 end = size if end is None else (end + size if end < 0 else end)
@@ -332,9 +385,88 @@ class S3FileSystem(AbstractFileSystem):
     def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
         if mode not in ("overwrite", "create"):
             raise ValueError(f"mode must be 'overwrite' or 'create', not {mode!r}")
-        path = self._strip_protocol(path)
-        with self.client.open(self._url(path), "wb", overwrite=mode == "overwrite") as writer:
-            writer.write(value)
+        self._bulk.run(self._pipe_now, self._strip_protocol(path), value, mode == "overwrite")
+
+    def _pipe_now(self, path: str, value: bytes, overwrite: bool) -> None:
+        try:
+            with self.client.open(self._url(path), "wb", overwrite=overwrite) as writer:
+                writer.write(value)
+        finally:
+            self.invalidate_cache(path)
+
+    def pipe(self, path: Any, value: Optional[bytes] = None, **kwargs: Any) -> None:
+        """Writes ``value`` to ``path``, or each value of a dict ``{path: bytes}`` (BULK_REQUESTS at once)."""
+        with self._bulk.concurrently():
+            super().pipe(path, value, **kwargs)
+
+    def put_file(
+        self,
+        lpath: str,
+        rpath: str,
+        callback: Callback = DEFAULT_CALLBACK,
+        mode: str = "overwrite",
+        **kwargs: Any,
+    ) -> None:
+        """Uploads a local file, read by the native core (parallel parts above the multipart threshold).
+        ``mode="create"`` refuses, atomically, an object that exists (FileExistsError)."""
+        if mode not in ("overwrite", "create"):
+            raise ValueError(f"mode must be 'overwrite' or 'create', not {mode!r}")
+        if os.path.isdir(lpath):
+            return  # a directory is uploaded by its files; S3 has nothing to create for itself
+        self._bulk.run(self._put_now, os.fspath(lpath), self._strip_protocol(rpath), callback, mode)
+
+    def _put_now(self, lpath: str, rpath: str, callback: Callback, mode: str) -> None:
+        size = os.path.getsize(lpath)
+        callback.set_size(size)
+        try:
+            self.client.upload_file(lpath, self._url(rpath), overwrite=mode == "overwrite")
+        finally:
+            self.invalidate_cache(rpath)
+        callback.relative_update(size)
+
+    def put(self, lpath: Any, rpath: Any, recursive: bool = False, **kwargs: Any) -> None:
+        """fsspec's ``put`` (the same pairs of paths), its files uploaded BULK_REQUESTS at a time."""
+        with self._bulk.concurrently():
+            super().put(lpath, rpath, recursive=recursive, **kwargs)
+
+    def get_file(
+        self,
+        rpath: str,
+        lpath: Any,
+        callback: Callback = DEFAULT_CALLBACK,
+        outfile: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        """Downloads an object into a local file: parts fetched in parallel and written at their offsets by
+        the native core, into a temporary file that replaces ``lpath`` once complete."""
+        if outfile is not None or isfilelike(lpath):
+            super().get_file(rpath, lpath, callback=callback, outfile=outfile, **kwargs)
+            return
+        self._bulk.run(self._get_now, self._strip_protocol(rpath), os.fspath(lpath), callback)
+
+    def _get_now(self, rpath: str, lpath: str, callback: Callback) -> None:
+        if not os.path.isdir(lpath):
+            os.makedirs(os.path.dirname(os.path.abspath(lpath)), exist_ok=True)
+            try:
+                self.client.download_file(self._url(rpath), lpath)
+            except S3FileNotFoundError:
+                if not self.isdir(rpath):
+                    raise
+            except IsADirectoryError:
+                pass  # made meanwhile, for a file under it (get's files download concurrently)
+            else:
+                size = os.path.getsize(lpath)
+                callback.set_size(size)
+                callback.relative_update(size)
+                return
+        if not self.isdir(rpath):
+            raise IsADirectoryError(f"cannot download s3crt://{rpath} to {lpath}: it is a local directory")
+        os.makedirs(lpath, exist_ok=True)  # a directory: made here; its files come on their own
+
+    def get(self, rpath: Any, lpath: Any, recursive: bool = False, **kwargs: Any) -> None:
+        """fsspec's ``get`` (the same pairs of paths), its files downloaded BULK_REQUESTS at a time."""
+        with self._bulk.concurrently():
+            super().get(rpath, lpath, recursive=recursive, **kwargs)
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         """Copies one object with S3's CopyObject (UploadPartCopy parts from 1 GB): no byte passes here."""
@@ -342,34 +474,45 @@ class S3FileSystem(AbstractFileSystem):
         path2 = self._strip_protocol(path2)
         if self.isdir(path1):
             return  # a directory is copied by its files; nothing to create for itself
-        self.client.copy(self._url(path1), self._url(path2))
+        try:
+            self.client.copy(self._url(path1), self._url(path2))
+        finally:
+            self.invalidate_cache(path2)
 
     def rm_file(self, path: str) -> None:
         path = self._strip_protocol(path)
         _bucket, key = self._split(path)
         if not key:
             raise IsADirectoryError(f"s3crt://{path} is a bucket; removing buckets is not supported")
-        self.client.delete(self._url(path))
+        self._bulk.run(self._rm_now, path)
+
+    def _rm_now(self, path: str) -> None:
+        try:
+            self.client.delete(self._url(path))
+        finally:
+            self.invalidate_cache(path)
 
     def rm(self, path: Any, recursive: bool = False, maxdepth: Optional[int] = None) -> None:
-        """Deletes every object the path expands to, DELETE_THREADS requests at a time. A directory's own
-        name is deleted too: S3 answers DELETE of a key that does not exist with success, so no request is
-        spent asking which names are directories."""
+        """Deletes every object the path expands to, BULK_REQUESTS at a time. A directory's own name is
+        deleted too: S3 answers DELETE of a key that does not exist with success, so no request is spent
+        asking which names are directories."""
         names = [
             n for n in self.expand_path(path, recursive=recursive, maxdepth=maxdepth) if self._split(n)[1]
         ]
-        if len(names) <= 1:
+        with self._bulk.concurrently():
             for name in names:
                 self.rm_file(name)
-            return
-        with ThreadPoolExecutor(
-            min(DELETE_THREADS, len(names)), thread_name_prefix="torchdata-s3-rm"
-        ) as pool:
-            for _ in pool.map(self.rm_file, names):  # raises the first failure, in order
-                pass
 
     def _rm(self, path: str) -> None:
         self.rm_file(path)
+
+    def _object_exists(self, path: str) -> bool:
+        """Whether an object is at ``path`` now (HeadObject: never the cache, never a directory)."""
+        try:
+            self.client.head(self._url(path))
+        except S3FileNotFoundError:
+            return False
+        return True
 
     def created(self, path: str) -> Any:
         raise NotImplementedError("S3 records no creation time (use modified())")
@@ -398,3 +541,18 @@ def _http_time(text: str) -> Optional[datetime.datetime]:
         return email.utils.parsedate_to_datetime(text) if text else None
     except (TypeError, ValueError):
         return None
+
+
+class _ListingClearingWriter(S3ObjectWriter):
+    """The package's writer, which also makes the file system forget its path's cached listings once closed
+    (committed or not): the new object must show in this process's next ``ls``."""
+
+    def __init__(self, uploader: ObjectUploader, forget: Callable[[], None]) -> None:
+        super().__init__(uploader)
+        self._forget = forget
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._forget()

@@ -1,0 +1,52 @@
+"""Many independent requests at once, for fsspec's calls that loop over paths one by one (get, put, pipe, rm).
+
+fsspec's ``AbstractFileSystem.get`` and ``put`` work out every (source, destination) pair and then call
+``get_file``/``put_file`` for each in turn. Rather than derive those pairs a second time, the file system runs
+fsspec's own loop inside :meth:`Bulk.concurrently`: each per-file call made on that thread is then queued to a
+pool instead of run at once, and the block returns when every call has finished, raising the first failure (in
+the order the calls were made). Each call is native and releases the GIL, so the requests really overlap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Optional
+
+# Per-file calls in flight at once. Each is one request for a small file, or parallel parts of a large one
+# (the native client bounds its connections and memory across all of them).
+BULK_REQUESTS = 16
+
+
+class Bulk:
+    """Per-thread batches of per-file calls (a file system is shared between threads)."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def concurrently(self) -> Iterator[None]:
+        """Within the block, :meth:`run` on this thread queues its call; the block's end waits for all."""
+        if getattr(self._local, "pool", None) is not None:
+            yield  # nested (pipe inside put, say): the outer batch waits for everything
+            return
+        futures: list[Future] = []
+        with ThreadPoolExecutor(BULK_REQUESTS, thread_name_prefix="torchdata-s3-fsspec") as pool:
+            self._local.pool, self._local.futures = pool, futures
+            try:
+                yield
+            finally:
+                self._local.pool = self._local.futures = None
+        # Every call has finished (the pool's exit waits): report the first failure.
+        for future in futures:
+            future.result()
+
+    def run(self, call: Callable[..., Any], *args: Any) -> Optional[Any]:
+        """``call(*args)`` now, or queued (returning None) inside :meth:`concurrently` on this thread."""
+        pool = getattr(self._local, "pool", None)
+        if pool is None:
+            return call(*args)
+        self._local.futures.append(pool.submit(call, *args))
+        return None
