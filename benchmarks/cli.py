@@ -232,6 +232,9 @@ def build_cases(
             context = Context(**{**base, "keys": [key], "sizes": [size]}, selection={"ranges": ranges})
             variant = f"{len(ranges):,} x {fsspec_ranges.RANGE_BYTES // 1024} KiB of {size // MiB} MiB"
             cases.append(case(variant, context, len(ranges), fsspec_ranges.digest(data, ranges)))
+        elif name == "get-file":
+            context = Context(**base, local_dir=str(Path(args.data_dir).resolve()))
+            cases.append(case(f"1 x {manifest.sizes[0] // MiB:,} MiB", context, 1, manifest.digest))
         elif name == "epochs":
             for dataset in workload.datasets:
                 manifest = manifests[dataset]

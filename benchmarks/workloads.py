@@ -134,6 +134,24 @@ WORKLOADS: dict[str, Workload] = {
             ceiling="",
         ),
         Workload(
+            "get-file",
+            "MB/s",
+            ("huge",),
+            _megabytes_per_second,
+            "one huge object downloaded to a local file by the client's own call (fsspec get_file, boto3 "
+            "download_file)",
+            ceiling="",
+        ),
+        Workload(
+            "put-file",
+            "MB/s",
+            ("huge",),
+            _megabytes_per_second,
+            "one huge local file uploaded by the client's own call (fsspec put_file, boto3 upload_file)",
+            ceiling="",
+            writes=True,
+        ),
+        Workload(
             "epochs",
             "MB/s",
             ("small", "large"),

@@ -75,6 +75,26 @@ _crt_insert_after("aws-c-s3/source/s3_auto_ranged_get.c"
             }
 ")
 
+# aws-c-s3: an upload fails when the server is slow to answer parts for a few seconds.
+#
+# The CRT times UploadPart answers and, once ten parts have succeeded, cuts off any part whose answer takes
+# longer than about the 90th percentile seen (at least 1 s; it creeps up by 0.1-1 s as cut-offs pass 0.1% and
+# 1% of parts), then sends the part again. That hedges against one slow server among many. But every cut-off
+# is a retry, and retries draw on the client's one retry quota (aws-c-io's standard strategy: 500 tokens, 10
+# per timeout), shared by every request of the process. When the server itself is slow for a while (a store
+# flushing its disk; seen with the benchmark endpoint and a 4 GiB upload on this machine) the cut-offs alone
+# empty it: 55 parts cut off at 1.0-2.2 s, then "bucket capacity is empty. Rejecting retry request.", and the
+# upload failed after 12 s with AWS_ERROR_HTTP_RESPONSE_FIRST_BYTE_TIMEOUT while boto3 and s3fs, which wait,
+# finished. Retrying only the first attempt does not help (tried): the first attempts are what drain the quota,
+# leaving none for real failures of reads and writes alike. Here parts are never cut off early: a part waits for
+# its answer within the stall detection every request has (S3Config.request_timeout_ms), as other clients do.
+# Test: benchmarks' put-file workload at 4 GiB (docs/benchmarks.md, run 23): failed before, completes after.
+_crt_replace("aws-c-s3/source/s3_meta_request.c"
+"    if (request->request_type == AWS_S3_REQUEST_TYPE_UPLOAD_PART && !meta_request->is_express) {"
+"    /* torchdata_s3 fix (cmake/AwsCrtPatches.cmake): UploadPart answers are never cut off early. */
+    const bool cut_off_slow_parts = false;
+    if (cut_off_slow_parts && request->request_type == AWS_S3_REQUEST_TYPE_UPLOAD_PART && !meta_request->is_express) {")
+
 # aws-c-s3: a successful answer without a single header line crashes the process.
 #
 # The CRT keeps a response's status and headers from the HTTP layer's header callback, which is never called

@@ -14,6 +14,7 @@
 #include "body_request.h"
 #include "buffer_view.h"
 #include "crt_runtime.h"
+#include "delete_objects.h"
 #include "gil_release.h"
 #include "list_objects.h"
 #include "object_copy.h"
@@ -399,6 +400,22 @@ PYBIND11_MODULE(_core, m) {
             },
             py::arg("source_bucket"), py::arg("source_key"), py::arg("bucket"), py::arg("key"), py::kw_only(),
             py::arg("timeout_ms") = 0, "CopyObject (UploadPartCopy parts from 1 GB): S3 copies, nothing passes here.")
+        .def(
+            "delete_objects",
+            [](S3Client& client, const std::string& bucket, const std::vector<std::string>& keys, uint32_t timeout_ms) {
+                std::vector<DeleteFailure> failures;
+                {
+                    GilRelease release;
+                    failures = delete_objects(client, bucket, keys, timeout_ms);
+                }
+                py::list out;
+                for (const DeleteFailure& failure : failures) {
+                    out.append(py::make_tuple(failure.key, failure.code, failure.message));
+                }
+                return out;
+            },
+            py::arg("bucket"), py::arg("keys"), py::kw_only(), py::arg("timeout_ms") = 0,
+            "DeleteObjects of 1 to 1000 keys (quiet): [(key, code, message)] for each key S3 did not delete.")
         .def(
             "download_file",
             [](S3Client& client, const std::string& bucket, const std::string& key, const std::string& path) {

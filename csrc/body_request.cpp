@@ -1,11 +1,14 @@
 #include "body_request.h"
 
 #include <aws/http/request_response.h>
+#include <aws/io/stream.h>
 #include <aws/s3/s3_client.h>
 #include <strings.h>
 
 #include <memory>
 #include <mutex>
+#include <new>
+#include <string>
 
 #include "meta_request.h"
 #include "request_failure.h"
@@ -17,7 +20,11 @@ namespace torchdata_s3 {
 // winding the request down.
 struct BodyRequestState : RequestState {
     BodyResponse response;
-    BodyRequestDone on_done;  // see PendingBodyRequest
+    BodyRequestDone on_done;   // see PendingBodyRequest
+    std::string request_body;  // what body_stream reads: lives as long as the CRT may read it
+    aws_input_stream* body_stream = nullptr;
+
+    ~BodyRequestState() { aws_input_stream_release(body_stream); }
 
     static int on_headers(aws_s3_meta_request*, const aws_http_headers* headers, int status, void* user_data) {
         auto* self = of<BodyRequestState>(user_data);
@@ -91,6 +98,15 @@ PendingBodyRequest::PendingBodyRequest(S3Client& client, const BodyRequest& requ
 
     RequestMessage message(client, request.method, request.bucket, request.encoded_suffix);
     for (const auto& header : request.headers) message.add_header(header.first.c_str(), header.second);
+    if (!request.body.empty()) {
+        state_->request_body = request.body;
+        const aws_byte_cursor body =
+            aws_byte_cursor_from_array(state_->request_body.data(), state_->request_body.size());
+        state_->body_stream = aws_input_stream_new_from_cursor(client.allocator(), &body);
+        if (state_->body_stream == nullptr) throw std::bad_alloc();
+        message.add_header("Content-Length", std::to_string(body.len));
+        aws_http_message_set_body_stream(message.native(), state_->body_stream);
+    }
 
     aws_s3_meta_request_options options = {};
     options.type = AWS_S3_META_REQUEST_TYPE_DEFAULT;

@@ -22,6 +22,7 @@ struct BodyRequest {
     std::string encoded_suffix;                                // path/query after the bucket, already URI-encoded
     uint32_t timeout_ms = 0;                                   // 0: wait as long as it takes
     std::vector<std::pair<std::string, std::string>> headers;  // added as given
+    std::string body;  // non-empty: sent as the request's body, with its Content-Length
     // Non-empty: a CopyObject (the CRT's copy meta request: CopyObject, or UploadPartCopy parts for a large
     // source) of the object at this URI (scheme://host[:port]/path, as this client addresses it).
     std::string copy_source_uri;

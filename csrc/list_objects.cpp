@@ -12,11 +12,6 @@
 namespace torchdata_s3 {
 namespace {
 
-bool name_is(aws_xml_node* node, const char* name) {
-    const aws_byte_cursor node_name = aws_xml_node_get_name(node);
-    return aws_byte_cursor_eq_c_str(&node_name, name);
-}
-
 int parse_size(aws_xml_node* node, uint64_t* out) {
     std::string text;
     if (xml_node_text(node, &text) != AWS_OP_SUCCESS) return AWS_OP_ERR;
@@ -25,22 +20,22 @@ int parse_size(aws_xml_node* node, uint64_t* out) {
 
 int on_contents_child(aws_xml_node* node, void* user_data) {
     auto* object = static_cast<ObjectSummary*>(user_data);
-    if (name_is(node, "Key")) return xml_node_text(node, &object->key);
-    if (name_is(node, "Size")) return parse_size(node, &object->size);
-    if (name_is(node, "ETag")) return xml_node_text(node, &object->etag);
+    if (xml_name_is(node, "Key")) return xml_node_text(node, &object->key);
+    if (xml_name_is(node, "Size")) return parse_size(node, &object->size);
+    if (xml_name_is(node, "ETag")) return xml_node_text(node, &object->etag);
     return AWS_OP_SUCCESS;
 }
 
 // The same and the details a file system shows (a string allocation more per key: only when asked).
 int on_detailed_contents_child(aws_xml_node* node, void* user_data) {
     auto* object = static_cast<ObjectSummary*>(user_data);
-    if (name_is(node, "LastModified")) return xml_node_text(node, &object->last_modified);
-    if (name_is(node, "StorageClass")) return xml_node_text(node, &object->storage_class);
+    if (xml_name_is(node, "LastModified")) return xml_node_text(node, &object->last_modified);
+    if (xml_name_is(node, "StorageClass")) return xml_node_text(node, &object->storage_class);
     return on_contents_child(node, user_data);
 }
 
 int on_common_prefix_child(aws_xml_node* node, void* user_data) {
-    if (!name_is(node, "Prefix")) return AWS_OP_SUCCESS;
+    if (!xml_name_is(node, "Prefix")) return AWS_OP_SUCCESS;
     auto* page = static_cast<ListObjectsPage*>(user_data);
     page->common_prefixes.emplace_back();
     return xml_node_text(node, &page->common_prefixes.back());
@@ -55,14 +50,14 @@ struct ParseContext {
 int on_result_child(aws_xml_node* node, void* user_data) {
     auto* context = static_cast<ParseContext*>(user_data);
     ListObjectsPage* page = context->page;
-    if (name_is(node, "Contents")) {
+    if (xml_name_is(node, "Contents")) {
         page->objects.emplace_back();
         return aws_xml_node_traverse(node, context->details ? on_detailed_contents_child : on_contents_child,
                                      &page->objects.back());
     }
-    if (name_is(node, "CommonPrefixes")) return aws_xml_node_traverse(node, on_common_prefix_child, page);
-    if (name_is(node, "NextContinuationToken")) return xml_node_text(node, &page->next_continuation_token);
-    if (name_is(node, "IsTruncated")) {
+    if (xml_name_is(node, "CommonPrefixes")) return aws_xml_node_traverse(node, on_common_prefix_child, page);
+    if (xml_name_is(node, "NextContinuationToken")) return xml_node_text(node, &page->next_continuation_token);
+    if (xml_name_is(node, "IsTruncated")) {
         std::string text;
         if (xml_node_text(node, &text) != AWS_OP_SUCCESS) return AWS_OP_ERR;
         page->is_truncated = text == "true";
@@ -72,7 +67,7 @@ int on_result_child(aws_xml_node* node, void* user_data) {
 
 int on_root(aws_xml_node* node, void* user_data) {
     auto* context = static_cast<ParseContext*>(user_data);
-    if (!name_is(node, "ListBucketResult")) return aws_raise_error(AWS_ERROR_INVALID_ARGUMENT);
+    if (!xml_name_is(node, "ListBucketResult")) return aws_raise_error(AWS_ERROR_INVALID_ARGUMENT);
     context->saw_result = true;
     return aws_xml_node_traverse(node, on_result_child, context);
 }

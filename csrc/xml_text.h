@@ -38,6 +38,12 @@ inline int check_utf8(aws_byte_cursor text) {
     return beyond_unicode(text) ? aws_raise_error(AWS_ERROR_INVALID_UTF8) : AWS_OP_SUCCESS;
 }
 
+// Whether `node` is the element `name`.
+inline bool xml_name_is(aws_xml_node* node, const char* name) {
+    const aws_byte_cursor node_name = aws_xml_node_get_name(node);
+    return aws_byte_cursor_eq_c_str(&node_name, name);
+}
+
 // The unescaped text of `node` into `out`. Never call this and aws_xml_node_traverse on the same node: the
 // CRT parser asserts against it. Text with no '&' has nothing to unescape and is copied straight from the
 // document: the CRT's unescaping allocates two buffers per call, which was a third of a listing page's parse.

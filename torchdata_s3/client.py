@@ -10,7 +10,7 @@ import functools
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Callable, NamedTuple, Optional, Union
 
 from . import _core
@@ -21,6 +21,7 @@ from .errors import (
     S3Error,
     S3FileNotFoundError,
     credentials_unavailable,
+    error_from_native,
     with_hint,
 )
 from .listing import ParallelListing
@@ -458,6 +459,40 @@ class S3Client:
             location.bucket, location.key, timeout_ms=self.config.request_timeout_ms
         )
 
+    def delete_many(self, urls: Iterable[str]) -> None:
+        """Deletes many objects, DELETE_BATCH_KEYS of one bucket per DeleteObjects request (a key XML cannot
+        carry, with a control character, gets a DeleteObject of its own). Keys that do not exist count as
+        deleted. Every batch is sent even if one fails; then the first key S3 did not delete raises, its
+        message counting the others.
+
+        Raises:
+            InvalidS3UrlError, IsADirectoryError (a prefix), S3PermissionError, S3FileNotFoundError (no such
+            bucket), ...
+        """
+        by_bucket: dict[str, list[str]] = {}
+        for url in urls:
+            location = self._object_location(url)
+            by_bucket.setdefault(location.bucket, []).append(location.key)
+        failures: list[S3Error] = []
+        for bucket, keys in by_bucket.items():
+            alone = [key for key in keys if _has_xml_forbidden_character(key)]
+            batched = [key for key in keys if not _has_xml_forbidden_character(key)]
+            for key in alone:
+                self.delete(f"s3://{bucket}/{key}")
+            native = self._native_for(parse_s3_url(f"s3://{bucket}/"), "DeleteObjects") if batched else None
+            for start in range(0, len(batched), DELETE_BATCH_KEYS):
+                refused = native.delete_objects(  # type: ignore[union-attr]
+                    bucket,
+                    batched[start : start + DELETE_BATCH_KEYS],
+                    timeout_ms=self.config.request_timeout_ms,
+                )
+                failures += [_delete_refused(bucket, key, code, message) for key, code, message in refused]
+        if failures:
+            first = failures[0]
+            if len(failures) > 1:
+                first.args = (f"{first.args[0]} (and {len(failures) - 1} other key(s) not deleted)",)
+            raise first
+
     def copy(self, source_url: str, url: str) -> None:
         """Copies one object to another key (CopyObject, or UploadPartCopy parts from 1 GB): S3 copies the
         bytes, none pass through this process. Both must be on this client's endpoint.
@@ -585,3 +620,30 @@ class S3Client:
             timeout_ms=self.config.request_timeout_ms,
             part_size_bytes=part_size_bytes or 0,
         )
+
+
+# Keys per DeleteObjects request: S3's limit.
+DELETE_BATCH_KEYS = 1000
+
+
+def _has_xml_forbidden_character(key: str) -> bool:
+    """Whether XML 1.0 cannot carry the key: control characters other than tab, line feed, carriage return."""
+    return any(ord(c) < 0x20 and c not in "\t\n\r" for c in key)
+
+
+def _delete_refused(bucket: str, key: str, code: str, message: str) -> S3Error:
+    """The typed error for one key a DeleteObjects answer says was not deleted."""
+    return error_from_native(
+        {
+            "kind": "status",
+            "operation": "DeleteObjects",
+            "bucket": bucket,
+            "key": key,
+            "http_status": 0,
+            "s3_error_code": code,
+            "s3_error_message": message,
+            "crt_error_name": "",
+            "crt_error_message": "",
+            "detail": "",
+        }
+    )

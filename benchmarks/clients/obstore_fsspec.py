@@ -9,10 +9,12 @@ from obstore.fsspec import FsspecStore
 
 from . import fsspec_ranges
 from .common import Context, Measurement
+from .file_transfers import bucket_path, time_get_file, time_put_file
 
 NAME = "obstore-fsspec"
 CONFIGURATION = (
-    "FsspecStore('s3', endpoint, path style, allow_http, dummy credentials), synchronous; its cat_ranges, cat"
+    "FsspecStore('s3', endpoint, path style, allow_http, dummy credentials), synchronous; its cat_ranges, "
+    "cat, get_file, put_file"
 )
 
 
@@ -38,3 +40,13 @@ def ranges(ctx: Context) -> Measurement:
 
 def cat(ctx: Context) -> Measurement:
     return fsspec_ranges.cat(filesystem(ctx), ctx)
+
+
+def get_file(ctx: Context) -> Measurement:
+    fs = filesystem(ctx)
+    return time_get_file(ctx, lambda url, path: fs.get_file(bucket_path(url), path))
+
+
+def put_file(ctx: Context) -> Measurement:
+    fs = filesystem(ctx)
+    return time_put_file(ctx, lambda path, url: fs.put_file(path, bucket_path(url)))

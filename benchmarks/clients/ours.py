@@ -22,6 +22,7 @@ from .common import (
     gil_pace,
 )
 from .epochs import cache_directory, consume_epochs
+from .file_transfers import bucket_path, time_get_file, time_put_file
 from .images import Sample, consume_images, decode
 from .ours_writes import CONFIGURATION as WRITES_CONFIGURATION
 from .ours_writes import checkpoint, dcp, upload_large, upload_small, upload_stream  # noqa: F401
@@ -31,7 +32,8 @@ NAME = "torchdata_s3"
 CONFIGURATION = (
     "S3FileLoader defaults (prefetch 64 within 512 MiB, used as measured latency asks; 8 MiB parts; "
     "64 MiB read window); stream.read(1 MiB) to the end of each object; epochs: the prefix, cache_dir set; "
-    "ranges, cat: torchdata_s3.fsspec.S3FileSystem's cat_ranges and cat(list); " + WRITES_CONFIGURATION
+    "ranges, cat, get-file, put-file: torchdata_s3.fsspec.S3FileSystem's cat_ranges, cat(list), get_file, "
+    "put_file; " + WRITES_CONFIGURATION
 )
 
 
@@ -158,3 +160,13 @@ def ranges(ctx: Context) -> Measurement:
 
 def cat(ctx: Context) -> Measurement:
     return fsspec_ranges.cat(file_system(ctx), ctx)
+
+
+def get_file(ctx: Context) -> Measurement:
+    fs = file_system(ctx)
+    return time_get_file(ctx, lambda url, path: fs.get_file(bucket_path(url), path))
+
+
+def put_file(ctx: Context) -> Measurement:
+    fs = file_system(ctx)
+    return time_put_file(ctx, lambda path, url: fs.put_file(path, bucket_path(url)))

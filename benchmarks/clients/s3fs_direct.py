@@ -15,6 +15,7 @@ from .common import (
     gil_pace,
     strip_bucket,
 )
+from .file_transfers import bucket_path, time_get_file, time_put_file
 from .random_access import read_selection
 from .s3fs_writes import CONFIGURATION as WRITES_CONFIGURATION
 from .s3fs_writes import upload_large, upload_small, upload_stream  # noqa: F401
@@ -22,7 +23,7 @@ from .s3fs_writes import upload_large, upload_small, upload_stream  # noqa: F401
 NAME = "s3fs"
 CONFIGURATION = (
     "S3FileSystem (fresh instance), open(block_size=8 MiB)+read(1 MiB); cat_file for small; find(); "
-    "ranges, cat: its cat_ranges and cat(list); "
+    "ranges, cat, get-file, put-file: its cat_ranges, cat(list), get_file, put_file (defaults); "
     "random: open(url, 'rb') with its defaults; " + WRITES_CONFIGURATION
 )
 
@@ -89,3 +90,13 @@ def ranges(ctx: Context) -> Measurement:
 def cat(ctx: Context) -> Measurement:
     """Its own cat(list) (fsspec's async batch of GETs)."""
     return fsspec_ranges.cat(filesystem(ctx), ctx)
+
+
+def get_file(ctx: Context) -> Measurement:
+    fs = filesystem(ctx)
+    return time_get_file(ctx, lambda url, path: fs.get_file(bucket_path(url), path))
+
+
+def put_file(ctx: Context) -> Measurement:
+    fs = filesystem(ctx)
+    return time_put_file(ctx, lambda path, url: fs.put_file(path, bucket_path(url)))

@@ -25,7 +25,7 @@ from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 from fsspec.spec import AbstractFileSystem
 from fsspec.utils import isfilelike
 
-from ..client import ObjectSummary, S3Client, is_folder_marker
+from ..client import DELETE_BATCH_KEYS, ObjectSummary, S3Client, is_folder_marker
 from ..config import S3Config
 from ..errors import S3FileNotFoundError
 from ..url import parse_s3_url
@@ -493,15 +493,25 @@ class S3FileSystem(AbstractFileSystem):
             self.invalidate_cache(path)
 
     def rm(self, path: Any, recursive: bool = False, maxdepth: Optional[int] = None) -> None:
-        """Deletes every object the path expands to, BULK_REQUESTS at a time. A directory's own name is
-        deleted too: S3 answers DELETE of a key that does not exist with success, so no request is spent
-        asking which names are directories."""
+        """Deletes every object the path expands to: DeleteObjects requests of up to 1,000 keys, several at
+        once. A directory's own name is in the batch too: S3 counts a key that does not exist as deleted, so
+        no request is spent asking which names are directories."""
         names = [
             n for n in self.expand_path(path, recursive=recursive, maxdepth=maxdepth) if self._split(n)[1]
         ]
+        if len(names) == 1:
+            self.rm_file(names[0])
+            return
         with self._bulk.concurrently():
+            for start in range(0, len(names), DELETE_BATCH_KEYS):
+                self._bulk.run(self._rm_batch, names[start : start + DELETE_BATCH_KEYS])
+
+    def _rm_batch(self, names: list[str]) -> None:
+        try:
+            self.client.delete_many([self._url(name) for name in names])
+        finally:
             for name in names:
-                self.rm_file(name)
+                self.invalidate_cache(name)
 
     def _rm(self, path: str) -> None:
         self.rm_file(path)
