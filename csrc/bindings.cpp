@@ -430,16 +430,18 @@ PYBIND11_MODULE(_core, m) {
         .def(
             "upload_file",
             [](S3Client& client, const std::string& path, const std::string& bucket, const std::string& key,
-               bool if_none_match) {
+               bool if_none_match, uint32_t max_parts_in_flight) {
                 BodyRequest request = object_request("PUT", "PutObject", bucket, key, 0);
                 request.send_filepath = path;
+                request.max_connections = max_parts_in_flight;
                 if (if_none_match) request.headers.emplace_back("If-None-Match", "*");
                 GilRelease release;
                 perform_body_request(client, request);
             },
             py::arg("path"), py::arg("bucket"), py::arg("key"), py::kw_only(), py::arg("if_none_match") = false,
-            "PutObject of a local file, read by the CRT (parallel parts above the multipart threshold); with "
-            "if_none_match, refused (HTTP 412) if the object exists.")
+            py::arg("max_parts_in_flight") = 0,
+            "PutObject of a local file, read by the CRT (parallel parts above the multipart threshold, at most "
+            "max_parts_in_flight at once if non-zero); with if_none_match, refused (HTTP 412) if the object exists.")
         .def(
             "delete_object",
             [](S3Client& client, const std::string& bucket, const std::string& key, uint32_t timeout_ms) {

@@ -128,6 +128,7 @@ PendingBodyRequest::PendingBodyRequest(S3Client& client, const BodyRequest& requ
         options.type = AWS_S3_META_REQUEST_TYPE_PUT_OBJECT;
         options.send_filepath = aws_byte_cursor_from_array(request.send_filepath.data(), request.send_filepath.size());
     }
+    options.max_active_connections_override = request.max_connections;
     message.describe(options);
     options.headers_callback = &BodyRequestState::on_headers;
     options.body_callback = &BodyRequestState::on_body;

@@ -32,6 +32,7 @@ struct BodyRequest {
     // Non-empty: a PutObject whose body the CRT reads from this file (parallel parts above the multipart
     // threshold).
     std::string send_filepath;
+    uint32_t max_connections = 0;  // non-zero: at most this many of the client's connections at once
 };
 
 // A request about one object: `method` on the object `key` of `bucket`.

@@ -566,8 +566,12 @@ class S3Client:
             raise IsADirectoryError(f"cannot upload {source} to {location}: it is a directory")
         if not os.path.isfile(source):
             raise FileNotFoundError(f"cannot upload {source} to {location}: no such file")
+        # As many parts in flight as a writer may have unacknowledged (write_window_bytes): each holds a part
+        # in memory, and more only queue at the server (4 GiB to the benchmark endpoint: 125 parts at once ran
+        # at 371-433 MB/s with 2 GiB of RSS, 16 at 651-696 MB/s).
+        parts = max(1, self.config.write_window_bytes // self.config.part_size_bytes)
         self._native_for(location, "PutObject").upload_file(
-            source, location.bucket, location.key, if_none_match=not overwrite
+            source, location.bucket, location.key, if_none_match=not overwrite, max_parts_in_flight=parts
         )
 
     @staticmethod
