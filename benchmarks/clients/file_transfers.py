@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import zlib
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from benchmarks.writes import destination_url, source_path
 
@@ -59,3 +59,13 @@ def time_put_file(ctx: Context, upload: Callable[[str, str], None]) -> Measureme
 def bucket_path(url: str) -> str:
     """``bucket/key`` of ``s3://bucket/key``: what fsspec file systems take."""
     return url[len("s3://") :]
+
+
+def fsspec_get_file(fs: Any, ctx: Context) -> Measurement:
+    """``get-file`` through an fsspec file system's ``get_file``."""
+    return time_get_file(ctx, lambda url, path: fs.get_file(bucket_path(url), path))
+
+
+def fsspec_put_file(fs: Any, ctx: Context) -> Measurement:
+    """``put-file`` through an fsspec file system's ``put_file``."""
+    return time_put_file(ctx, lambda path, url: fs.put_file(path, bucket_path(url)))

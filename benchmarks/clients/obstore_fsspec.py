@@ -9,7 +9,7 @@ from obstore.fsspec import FsspecStore
 
 from . import fsspec_ranges
 from .common import Context, Measurement
-from .file_transfers import bucket_path, time_get_file, time_put_file
+from .file_transfers import fsspec_get_file, fsspec_put_file
 
 NAME = "obstore-fsspec"
 CONFIGURATION = (
@@ -43,10 +43,8 @@ def cat(ctx: Context) -> Measurement:
 
 
 def get_file(ctx: Context) -> Measurement:
-    fs = filesystem(ctx)
-    return time_get_file(ctx, lambda url, path: fs.get_file(bucket_path(url), path))
+    return fsspec_get_file(filesystem(ctx), ctx)
 
 
 def put_file(ctx: Context) -> Measurement:
-    fs = filesystem(ctx)
-    return time_put_file(ctx, lambda path, url: fs.put_file(path, bucket_path(url)))
+    return fsspec_put_file(filesystem(ctx), ctx)

@@ -22,7 +22,7 @@ from .common import (
     gil_pace,
 )
 from .epochs import cache_directory, consume_epochs
-from .file_transfers import bucket_path, time_get_file, time_put_file
+from .file_transfers import fsspec_get_file, fsspec_put_file
 from .images import Sample, consume_images, decode
 from .ours_writes import CONFIGURATION as WRITES_CONFIGURATION
 from .ours_writes import checkpoint, dcp, upload_large, upload_small, upload_stream  # noqa: F401
@@ -163,10 +163,8 @@ def cat(ctx: Context) -> Measurement:
 
 
 def get_file(ctx: Context) -> Measurement:
-    fs = file_system(ctx)
-    return time_get_file(ctx, lambda url, path: fs.get_file(bucket_path(url), path))
+    return fsspec_get_file(file_system(ctx), ctx)
 
 
 def put_file(ctx: Context) -> Measurement:
-    fs = file_system(ctx)
-    return time_put_file(ctx, lambda path, url: fs.put_file(path, bucket_path(url)))
+    return fsspec_put_file(file_system(ctx), ctx)

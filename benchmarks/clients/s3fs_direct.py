@@ -15,7 +15,7 @@ from .common import (
     gil_pace,
     strip_bucket,
 )
-from .file_transfers import bucket_path, time_get_file, time_put_file
+from .file_transfers import fsspec_get_file, fsspec_put_file
 from .random_access import read_selection
 from .s3fs_writes import CONFIGURATION as WRITES_CONFIGURATION
 from .s3fs_writes import upload_large, upload_small, upload_stream  # noqa: F401
@@ -93,10 +93,8 @@ def cat(ctx: Context) -> Measurement:
 
 
 def get_file(ctx: Context) -> Measurement:
-    fs = filesystem(ctx)
-    return time_get_file(ctx, lambda url, path: fs.get_file(bucket_path(url), path))
+    return fsspec_get_file(filesystem(ctx), ctx)
 
 
 def put_file(ctx: Context) -> Measurement:
-    fs = filesystem(ctx)
-    return time_put_file(ctx, lambda path, url: fs.put_file(path, bucket_path(url)))
+    return fsspec_put_file(filesystem(ctx), ctx)
