@@ -131,6 +131,12 @@ class CachedObjectReader(io.RawIOBase):
     def bytes_fetched(self) -> int:
         return self._s3.bytes_fetched if self._s3 is not None else 0
 
+    def expect_read(self, end: int) -> None:
+        """Where the caller's read ends (ObjectReader.expect_read): the S3 reader serving the rest, after a
+        damaged block, sizes its GETs by it; blocks read from the cache need no hint."""
+        if self._s3 is not None:
+            self._s3.expect_read(end)
+
     def readable(self) -> bool:
         return True
 
