@@ -475,13 +475,17 @@ class S3Client:
             by_bucket.setdefault(location.bucket, []).append(location.key)
         failures: list[S3Error] = []
         for bucket, keys in by_bucket.items():
-            alone = [key for key in keys if _has_xml_forbidden_character(key)]
-            batched = [key for key in keys if not _has_xml_forbidden_character(key)]
-            for key in alone:
-                self.delete(f"s3://{bucket}/{key}")
-            native = self._native_for(parse_s3_url(f"s3://{bucket}/"), "DeleteObjects") if batched else None
+            batched = []
+            for key in keys:
+                if _has_xml_forbidden_character(key):
+                    self.delete(f"s3://{bucket}/{key}")
+                else:
+                    batched.append(key)
+            if not batched:
+                continue
+            native = self._native_for(parse_s3_url(f"s3://{bucket}/"), "DeleteObjects")
             for start in range(0, len(batched), DELETE_BATCH_KEYS):
-                refused = native.delete_objects(  # type: ignore[union-attr]
+                refused = native.delete_objects(
                     bucket,
                     batched[start : start + DELETE_BATCH_KEYS],
                     timeout_ms=self.config.request_timeout_ms,
@@ -546,9 +550,8 @@ class S3Client:
             native.download_file(location.bucket, location.key, partial)
             os.replace(partial, target)
         finally:
-            if os.path.exists(
-                partial
-            ):  # the CRT deletes its file on failure; an os.replace failure leaves it
+            # The CRT deletes its file when the request fails; a failed os.replace leaves it behind.
+            if os.path.exists(partial):
                 os.unlink(partial)
 
     def upload_file(self, path: Union[str, os.PathLike], url: str, *, overwrite: bool = True) -> None:

@@ -93,6 +93,8 @@ class S3FileSystem(AbstractFileSystem):
         self.default_block_size = default_block_size
         self.client = S3Client(self.config)
         self._bulk = Bulk()
+        # Per cached directory: (the listing indexed, its entries by name); stale once that listing is gone.
+        self._listing_index: dict[str, tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]] = {}
 
     # --- paths -------------------------------------------------------------------------------------------
 
@@ -188,20 +190,30 @@ class S3FileSystem(AbstractFileSystem):
 
     def _cached_entry(self, path: str) -> Optional[dict[str, Any]]:
         """``path``'s entry in its parent's unexpired cached listing, or None (never a sign it is missing)."""
+        parent = self._parent(path)
         try:
-            listing = self.dircache[self._parent(path)]
+            listing = self.dircache[parent]
         except KeyError:
             return None
-        return next((dict(entry) for entry in listing if entry["name"] == path), None)
+        # Indexed once per listing: pyarrow asks info() of every file it listed, which a scan per call made
+        # quadratic in the directory's size.
+        indexed = self._listing_index.get(parent)
+        if indexed is None or indexed[0] is not listing:
+            indexed = (listing, {entry["name"]: entry for entry in listing})
+            self._listing_index[parent] = indexed
+        entry = indexed[1].get(path)
+        return dict(entry) if entry is not None else None
 
     def invalidate_cache(self, path: Optional[str] = None) -> None:
         """Forgets the cached listings of ``path`` and of every directory above it (all, without a path)."""
         if path is None:
             self.dircache.clear()
+            self._listing_index.clear()
             return
         path = self._strip_protocol(path)
         while path:
             self.dircache.pop(path, None)
+            self._listing_index.pop(path, None)
             path = self._parent(path)
 
     def info(self, path: str, refresh: bool = False, **kwargs: Any) -> dict[str, Any]:
@@ -296,7 +308,7 @@ class S3FileSystem(AbstractFileSystem):
             return self.client.open(url, "rb")
         if mode in ("wb", "xb"):
             location = parse_s3_url(url)
-            if not location.key or location.is_prefix:
+            if location.is_prefix:  # a bucket alone is a prefix too
                 raise IsADirectoryError(f"s3crt://{path} names a bucket or prefix, not an object: add a key")
             # "xb" is refused at once if the object exists, as a local file's "x" is; and atomically at close
             # (If-None-Match: *), should another writer create it meanwhile.
@@ -452,6 +464,8 @@ class S3FileSystem(AbstractFileSystem):
             except S3FileNotFoundError:
                 if not self.isdir(rpath):
                     raise
+                os.makedirs(lpath, exist_ok=True)  # a directory: made here; its files come on their own
+                return
             except IsADirectoryError:
                 pass  # made meanwhile, for a file under it (get's files download concurrently)
             else:
@@ -461,7 +475,6 @@ class S3FileSystem(AbstractFileSystem):
                 return
         if not self.isdir(rpath):
             raise IsADirectoryError(f"cannot download s3crt://{rpath} to {lpath}: it is a local directory")
-        os.makedirs(lpath, exist_ok=True)  # a directory: made here; its files come on their own
 
     def get(self, rpath: Any, lpath: Any, recursive: bool = False, **kwargs: Any) -> None:
         """fsspec's ``get`` (the same pairs of paths), its files downloaded BULK_REQUESTS at a time."""
