@@ -253,3 +253,65 @@ _crt_insert_after("aws-c-io/source/s2n/s2n_tls_channel_handler.c"
         goto cleanup_s2n_config;
     }
 ")
+
+# aws-c-s3: a GET part can land where its reader wants it, instead of in a pool buffer copied out later.
+#
+# A whole-object read() of 64 MiB paid three copies per byte: socket to channel message (kernel), message to the
+# part's pool buffer (here, on the connection's thread), pool buffer to the `bytes` that read() returns (the
+# reader's thread): 18% of that read's CPU was the last one (docs/benchmarks.md, "Where the CPU of a 64 MiB
+# read() goes"). The reader knows where every byte of the rest of the object will end, so a part that has not
+# begun yet can be received straight into its slice of the result. This adds a meta request option asked,
+# when a part's first body byte arrives, for that part's memory; an empty answer keeps the pool buffer. The
+# memory is the caller's: the CRT neither frees nor grows it (a body longer than the slice fails the part),
+# and the caller keeps it alive until the meta request finished. The ticket stays reserved, so the pool's
+# memory limit still counts the part.
+# Tests: tests/integration/test_landing.py.
+_crt_replace("aws-c-s3/include/aws/s3/s3_client.h"
+"struct aws_s3_meta_request_options {
+"
+"/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): memory for a GET part's body, bytes [range_start,
+ * range_end] of the object, asked for when its first byte arrives. Return a buffer with capacity 0 for the
+ * client's own pool buffer, or a non-owning buffer (allocator NULL, len 0) that stays valid until the meta
+ * request finishes. Called on the part's connection thread. */
+typedef struct aws_byte_buf(aws_s3_meta_request_part_landing_fn)(
+    struct aws_s3_meta_request *meta_request,
+    uint64_t range_start,
+    uint64_t range_end,
+    void *user_data);
+
+struct aws_s3_meta_request_options {
+")
+_crt_insert_after("aws-c-s3/include/aws/s3/s3_client.h"
+"    aws_s3_meta_request_receive_body_callback_ex_fn *body_callback_ex;
+"
+"
+    /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): see aws_s3_meta_request_part_landing_fn. */
+    aws_s3_meta_request_part_landing_fn *part_landing_callback;
+")
+_crt_insert_after("aws-c-s3/include/aws/s3/private/s3_meta_request_impl.h"
+"    aws_s3_meta_request_receive_body_callback_ex_fn *body_callback_ex;
+"
+"    aws_s3_meta_request_part_landing_fn *part_landing_callback; /* torchdata_s3 addition */
+")
+_crt_insert_after("aws-c-s3/source/s3_meta_request.c"
+"    meta_request->body_callback_ex = options->body_callback_ex;
+"
+"    meta_request->part_landing_callback = options->part_landing_callback; /* torchdata_s3 addition */
+")
+_crt_replace("aws-c-s3/source/s3_meta_request.c"
+"            request->send_data.response_body = aws_s3_buffer_ticket_claim(request->ticket);
+        } else {"
+"            /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): the caller's memory for this part, if any. */
+            struct aws_byte_buf landing;
+            AWS_ZERO_STRUCT(landing);
+            if (meta_request->part_landing_callback != NULL) {
+                landing = meta_request->part_landing_callback(
+                    meta_request, request->part_range_start, request->part_range_end, meta_request->user_data);
+            }
+            if (landing.capacity != 0) {
+                AWS_FATAL_ASSERT(landing.allocator == NULL && landing.len == 0 && landing.buffer != NULL);
+                request->send_data.response_body = landing;
+            } else {
+                request->send_data.response_body = aws_s3_buffer_ticket_claim(request->ticket);
+            }
+        } else {")

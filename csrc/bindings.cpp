@@ -235,6 +235,8 @@ PYBIND11_MODULE(_core, m) {
                                "Threads of the process's shared CRT event loop group (fixed by its first client).")
         .def_property_readonly("pool_pin_budget", &S3Client::pool_pin_budget,
                                "Above this many pinned bytes, arriving parts are copied out of the pool.")
+        .def_property_readonly("landed_bytes", &S3Client::landed_bytes,
+                               "Bytes received straight into a read()'s result, with no copy out of the pool.")
         .def(py::init([](const std::string& region, const std::string& endpoint_scheme,
                          const std::string& endpoint_host, uint16_t endpoint_port, bool path_style,
                          const std::string& credentials, const std::string& profile_name,

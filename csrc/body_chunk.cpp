@@ -34,13 +34,27 @@ BodyChunk pin_pool_bytes(std::shared_ptr<S3Client> client, aws_s3_buffer_ticket*
     return chunk;
 }
 
-BodyChunk copy_bytes(const uint8_t* data, size_t size) {
-    std::shared_ptr<uint8_t> copy(new uint8_t[size], std::default_delete<uint8_t[]>());
-    std::memcpy(copy.get(), data, size);
+BodyChunk borrow_bytes(const uint8_t* data, size_t size) {
     BodyChunk chunk;
-    chunk.data = copy.get();
+    chunk.data = data;
     chunk.size = size;
-    chunk.keeper = std::move(copy);
+    return chunk;
+}
+
+BodyChunk fresh_bytes(size_t size, uint8_t** writable) {
+    std::shared_ptr<uint8_t> memory(new uint8_t[size], std::default_delete<uint8_t[]>());
+    *writable = memory.get();
+    BodyChunk chunk;
+    chunk.data = memory.get();
+    chunk.size = size;
+    chunk.keeper = std::move(memory);
+    return chunk;
+}
+
+BodyChunk copy_bytes(const uint8_t* data, size_t size) {
+    uint8_t* copy;
+    BodyChunk chunk = fresh_bytes(size, &copy);
+    std::memcpy(copy, data, size);
     return chunk;
 }
 

@@ -19,15 +19,24 @@ class S3Client;
 struct BodyChunk {
     const uint8_t* data = nullptr;
     size_t size = 0;
-    std::shared_ptr<const void> keeper;  // owns `data`: a pool ticket or our own copy
+    std::shared_ptr<const void> keeper;  // owns `data`: a pool ticket or our own copy; none if borrowed
 
     explicit operator bool() const { return data != nullptr; }
+    // Points into memory someone else owns (a reader's result the part landed in): valid only while that
+    // reader's call lasts.
+    bool borrowed() const { return data != nullptr && keeper == nullptr; }
 };
 
 // Holds `ticket` (the pool buffer of `held_bytes` that `data` points into) until the last copy of the chunk is
 // gone; the client counts `held_bytes` as pinned meanwhile.
 BodyChunk pin_pool_bytes(std::shared_ptr<S3Client> client, aws_s3_buffer_ticket* ticket, size_t held_bytes,
                          const uint8_t* data, size_t size);
+
+// A chunk pointing into memory it does not own (see BodyChunk::borrowed).
+BodyChunk borrow_bytes(const uint8_t* data, size_t size);
+
+// A chunk owning `size` new bytes, uninitialised: the caller fills them through `*writable`.
+BodyChunk fresh_bytes(size_t size, uint8_t** writable);
 
 // A chunk with its own heap copy of `size` bytes at `data`.
 BodyChunk copy_bytes(const uint8_t* data, size_t size);

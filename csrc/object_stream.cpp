@@ -51,6 +51,15 @@ struct ObjectStream::Shared : RequestState {
     uint64_t next_body_offset = 0;  // object offset the next body callback must start at
     uint64_t received_bytes = 0;
     std::string etag;
+    // The reader's memory for object bytes [landing_first, landing_end) while landing_open (see land_in).
+    uint8_t* landing = nullptr;
+    uint64_t landing_first = 0;
+    uint64_t landing_end = 0;
+    bool landing_open = false;
+    bool landing_handed_out = false;  // some part was given that memory
+    bool is_landed_locked(const uint8_t* data) const {
+        return landing != nullptr && data >= landing && data < landing + (landing_end - landing_first);
+    }
     // Every byte of the response has been delivered (or it failed): a wider read window can bring nothing.
     bool body_complete_locked() const {
         return failed || finished || (headers_received && received_bytes >= expected_bytes);
@@ -112,6 +121,13 @@ int on_body_unguarded(const aws_byte_cursor* body, const aws_s3_meta_request_rec
         return aws_raise_error(AWS_ERROR_S3_CANCELED);
     }
     if (body->len == 0) return AWS_OP_SUCCESS;
+    if (shared->is_landed_locked(body->ptr)) {
+        // Received straight into the reader's memory (on_part_landing): nothing to copy or pin.
+        if (std::shared_ptr<S3Client> client = shared->client.lock()) client->count_landed_bytes(body->len);
+        shared->queue.push_back(borrow_bytes(body->ptr, body->len));
+        shared->changed.notify_all();
+        return AWS_OP_SUCCESS;
+    }
 
     // Zero copy when the part fills most of its pool buffer and the pool has room to spare. Otherwise this is
     // the one copy into memory Python can read: a small object would hold a whole part-sized buffer.
@@ -125,6 +141,26 @@ int on_body_unguarded(const aws_byte_cursor* body, const aws_s3_meta_request_rec
     }
     shared->changed.notify_all();
     return AWS_OP_SUCCESS;
+}
+
+// Asked on a part's connection thread when its first body byte arrives: the reader's memory for bytes
+// [range_start, range_end] of the object, if the reader is waiting for all of them (land_in). The part's body
+// can never write past the slice: the CRT fails a body longer than the memory it was given.
+aws_byte_buf on_part_landing(aws_s3_meta_request*, uint64_t range_start, uint64_t range_end, void* user_data) {
+    aws_byte_buf memory = {};
+    ObjectStream::Shared* shared = shared_of(user_data);
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    if (!shared->landing_open || shared->failed || range_end < range_start || range_start < shared->landing_first ||
+        range_start >= shared->landing_end) {
+        return memory;
+    }
+    // The first part is asked for before the object's size is known and may end past it: its slice ends
+    // where the object does, which is as many bytes as its response announced.
+    const uint64_t end = std::min(range_end + 1, shared->landing_end);
+    memory.buffer = shared->landing + (range_start - shared->landing_first);
+    memory.capacity = static_cast<size_t>(end - range_start);
+    shared->landing_handed_out = true;
+    return memory;
 }
 
 void on_finish_unguarded(const aws_s3_meta_request_result* result, ObjectStream::Shared* shared) {
@@ -236,6 +272,7 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     options.part_size = req.part_size_bytes;
     options.headers_callback = on_headers;
     options.body_callback_ex = on_body;
+    options.part_landing_callback = on_part_landing;
     options.finish_callback = on_finish;
     options.telemetry_callback = on_telemetry;
     stream->meta_.start(s3, options, stream->shared_);
@@ -270,6 +307,49 @@ ObjectStream::~ObjectStream() {
         shared_->fail_locked(shared_->make_failure(RequestFailure::Kind::crt, "the stream was destroyed"));
     }
     if (!finished) meta_.cancel();
+}
+
+void ObjectStream::land_in(uint8_t* dst, size_t size) {
+    if (size == 0) return;
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    if (!shared_->headers_received || shared_->failed || shared_->finished) return;
+    shared_->landing = dst;
+    shared_->landing_first = shared_->first_offset + position_;
+    shared_->landing_end = shared_->landing_first + size;
+    shared_->landing_open = true;
+    shared_->landing_handed_out = false;
+}
+
+bool ObjectStream::stop_landing(bool read_failed, uint32_t patience_ms) {
+    std::unique_lock<std::mutex> lock(shared_->mutex);
+    shared_->landing_open = false;
+    const uint64_t landing_size = shared_->landing_end - shared_->landing_first;
+    lock.unlock();
+    if (read_failed) {
+        cancel();  // also drops every chunk pointing into the caller's memory
+    } else {
+        if (current_.borrowed() && current_offset_ == current_.size) release_current();  // into the held ones
+        // Retaining a small tail of a large result: a copy of it costs less than keeping the whole result.
+        if (retain_limit_ < landing_size / 4) own_retained_bytes();
+    }
+    lock.lock();
+    // The CRT reports a meta request finished only once none of its requests is in flight any more. (A read
+    // that did not fail got every byte and saw the transfer finish.)
+    if (!shared_->landing_handed_out || shared_->finished) {
+        shared_->landing = nullptr;
+        return true;
+    }
+    if (!meta_.wait_patiently(lock, [this] { return shared_->finished; }, patience_ms)) return false;
+    shared_->landing = nullptr;
+    return true;
+}
+
+bool ObjectStream::holds_borrowed_bytes() const {
+    if (current_.borrowed()) return true;
+    for (const HeldChunk& held : held_) {
+        if (held.chunk.borrowed()) return true;
+    }
+    return false;
 }
 
 void ObjectStream::cancel() {
@@ -310,6 +390,22 @@ void ObjectStream::hold(const Chunk& chunk, uint64_t start) {
     held_.push_back(HeldChunk{start, chunk});
     held_bytes_ += chunk.size;
     trim_held();
+}
+
+void ObjectStream::own_retained_bytes() {
+    if (!holds_borrowed_bytes()) return;
+    // One owned copy of the most recent `retain_limit_` bytes replaces the chunks: what retain() promises.
+    const uint64_t start = std::max(held_start(), position_ - std::min<uint64_t>(position_, retain_limit_));
+    const size_t size = static_cast<size_t>(position_ - start);
+    uint8_t* copy;
+    Chunk owned = fresh_bytes(size, &copy);
+    read_held(start, copy, size);
+    held_.clear();
+    held_bytes_ = 0;
+    if (size != 0) {
+        held_.push_back(HeldChunk{start, std::move(owned)});
+        held_bytes_ = size;
+    }
 }
 
 void ObjectStream::retain(uint64_t limit_bytes) {

@@ -87,6 +87,19 @@ public:
     // False in a fork() child: the CRT threads serving this stream exist only in the parent.
     bool usable_here() const { return meta_.usable_here(); }
 
+    // Receives the parts of the rest of the stream that have not begun yet straight into `dst`, the caller's
+    // memory for the next `size` bytes (from position()), instead of into pool buffers: their chunks then point
+    // into `dst` and read_fully() skips copying them. `dst` must stay valid until stop_landing() returned true.
+    void land_in(uint8_t* dst, size_t size);
+    // Gives no further part the caller's memory. After a failed read it drops every chunk pointing into it and
+    // stops the transfer; after a read that got all it wanted, the bytes retain() keeps may stay in it (see
+    // holds_borrowed_bytes) unless a copy of them is much smaller than the result. True when no CRT thread can
+    // still write into the memory; else, after waiting up to `patience_ms` for the cancelled transfer to wind
+    // down, false (the memory must then never be freed).
+    bool stop_landing(bool read_failed, uint32_t patience_ms);
+    // Whether chunks still point into a caller's memory (land_in): the caller keeps it alive while they do.
+    bool holds_borrowed_bytes() const;
+
     // Lets the download run up to `window_bytes` ahead of the reader (never shrinks the window).
     void widen_window(uint64_t window_bytes);
 
@@ -111,6 +124,8 @@ private:
     void release_current();
     void hold(const Chunk& chunk, uint64_t start);
     void trim_held();
+    // Replaces retained chunks that borrow the caller's memory (land_in) with one copy of their own.
+    void own_retained_bytes();
 
     std::shared_ptr<S3Client> client_;
     GetObjectRequest request_;

@@ -19,6 +19,11 @@ namespace torchdata_s3 {
 
 namespace py = pybind11;
 
+// How long a failed read() waits for its transfer to wind down before it gives up on the memory the parts were
+// landing in (and leaks it rather than free memory a CRT thread might write to). Cancelled requests end within
+// a connection's round trip; this only bounds a hung one.
+constexpr uint32_t kLandingPatienceMs = 60000;
+
 // Owns a block of memory handed out from a stream; Python reads it through the buffer protocol.
 struct Buffer {
     ObjectStream::Chunk chunk;
@@ -51,8 +56,11 @@ public:
         Entry entry(*this);
         stream_->cancel();
         std::shared_ptr<ObjectStream> released = std::move(stream_);
-        GilRelease release;
-        released.reset();
+        {
+            GilRelease release;
+            released.reset();
+        }
+        landed_results_ = py::list();
     }
 
     uint64_t size() {
@@ -156,19 +164,39 @@ public:
         PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(want));
         if (raw == nullptr) throw py::error_already_set();
         py::object bytes = py::reinterpret_steal<py::object>(raw);
+        uint8_t* dst = reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(raw));
         size_t got;
-        {
+        bool landing_over = true;  // false: a CRT thread may still write into `dst`
+        try {
             GilRelease release;
-            prefer_huge_pages(PyBytes_AS_STRING(raw), want);
-            got = read_fully(*stream_, reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(raw)), want);
-            // Reading to the end also confirms the transfer finished cleanly before we hand out the bytes.
-            if (got == remaining) stream_->wait_for_data();
+            prefer_huge_pages(dst, want);
+            // All the rest is wanted: parts not begun yet are received straight into the result.
+            if (want == remaining) stream_->land_in(dst, want);
+            try {
+                got = read_fully(*stream_, dst, want);
+                // Reading to the end also confirms the transfer finished cleanly before we hand out the bytes.
+                if (got == remaining) stream_->wait_for_data();
+            } catch (...) {
+                landing_over = stream_->stop_landing(true, kLandingPatienceMs);
+                throw;
+            }
+            landing_over = stream_->stop_landing(got != want, kLandingPatienceMs);
+        } catch (...) {
+            if (!landing_over) bytes.release();  // never free memory the CRT may still write to
+            throw;
         }
         if (got != want) {
+            if (!landing_over) {
+                py::bytes copy(reinterpret_cast<const char*>(dst), static_cast<Py_ssize_t>(got));
+                bytes.release();  // as above
+                return copy;
+            }
             raw = bytes.release().ptr();
             if (_PyBytes_Resize(&raw, static_cast<Py_ssize_t>(got)) != 0) throw py::error_already_set();
             bytes = py::reinterpret_steal<py::object>(raw);
         }
+        // The bytes kept for seeking back may be the result's own: they live as long as this stream.
+        if (stream_->holds_borrowed_bytes()) landed_results_.append(bytes);
         return py::reinterpret_steal<py::bytes>(bytes.release());
     }
 
@@ -311,6 +339,9 @@ private:
         Py_buffer view_;
     };
 
+    // Results of read() that chunks of the stream still point into (ObjectStream::holds_borrowed_bytes): let go
+    // of after the stream (declared first, so destroyed last).
+    py::list landed_results_;
     std::shared_ptr<ObjectStream> stream_;
     std::string name_;
     bool busy_ = false;

@@ -103,6 +103,9 @@ public:
     void unpin_pool_bytes(uint64_t bytes) { pinned_pool_bytes_ -= bytes; }
     uint64_t pinned_pool_bytes() const { return pinned_pool_bytes_.load(); }
     uint64_t pool_pin_budget() const { return pool_pin_budget_; }
+    // Bytes received straight into a reader's result, never held in a pool buffer (ObjectStream::land_in).
+    void count_landed_bytes(uint64_t bytes) { landed_bytes_ += bytes; }
+    uint64_t landed_bytes() const { return landed_bytes_.load(); }
 
 private:
     void create_client();  // the aws_s3_client and its TLS context; the constructor cleans up if it throws
@@ -112,6 +115,7 @@ private:
     std::shared_ptr<CrtRuntime> runtime_;
     std::atomic<uint64_t> pinned_pool_bytes_{0};
     uint64_t pool_pin_budget_ = 0;
+    std::atomic<uint64_t> landed_bytes_{0};
     pid_t creator_pid_;
     aws_credentials_provider* credentials_ = nullptr;
     aws_tls_ctx* tls_ctx_ = nullptr;

@@ -15,7 +15,7 @@ size_t read_fully(ObjectStream& stream, uint8_t* dst, size_t size) {
             continue;
         }
         const size_t n = std::min(available, size - filled);
-        std::memcpy(dst + filled, data, n);
+        if (data != dst + filled) std::memcpy(dst + filled, data, n);  // equal: the part landed there (land_in)
         stream.consume(n);
         filled += n;
     }

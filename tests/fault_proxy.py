@@ -215,6 +215,11 @@ class FaultProxy:
                 self._eligible = eligible
             self._forced.extend([fault] * count)
 
+    def forget_forced(self) -> None:
+        """Drops the forced faults not injected yet."""
+        with self._lock:
+            self._forced.clear()
+
     @property
     def injected(self) -> collections.Counter[Fault]:
         """How many times each fault was injected so far."""
