@@ -89,6 +89,13 @@ WORKLOADS: dict[str, Workload] = {
             cpu_per_gb=False,
             ceiling="",
         ),
+        Workload(
+            "whole",
+            "MB/s",
+            ("large",),
+            _megabytes_per_second,
+            "read every large object whole: one read() per object, as a loader's transform does",
+        ),
         Workload("stream", "MB/s", ("huge",), _megabytes_per_second, "one huge object in 1 MiB read() calls"),
         Workload(
             "gil",

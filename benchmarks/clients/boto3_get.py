@@ -7,12 +7,20 @@ import os
 import boto3
 from botocore.config import Config
 
-from .common import Context, Measurement, consume_keys, consume_listing, consume_objects, gil_pace
+from .common import (
+    Context,
+    Measurement,
+    consume_keys,
+    consume_listing,
+    consume_objects,
+    consume_whole_objects,
+    gil_pace,
+)
 from .images import Sample, consume_images, decode
 
 NAME = "boto3"
 CONFIGURATION = (
-    "boto3 client, get_object + StreamingBody.read(1 MiB), max_pool_connections=10; "
+    "boto3 client, get_object + StreamingBody.read(1 MiB) (whole: .read()), max_pool_connections=10; "
     "list_objects_v2 paginator; images: a map-style Dataset, get_object + Body.read() + decode"
 )
 
@@ -23,18 +31,22 @@ def client(ctx: Context):  # type: ignore[no-untyped-def]
     )
 
 
-def _read_objects(ctx: Context) -> Measurement:
+def _bodies(ctx: Context):  # type: ignore[no-untyped-def]
     s3 = client(ctx)
+    for key in ctx.keys:
+        yield key, s3.get_object(Bucket=ctx.bucket, Key=key)["Body"]
 
-    def streams():  # type: ignore[no-untyped-def]
-        for key in ctx.keys:
-            yield key, s3.get_object(Bucket=ctx.bucket, Key=key)["Body"]
 
-    return consume_objects(streams(), ctx)
+def _read_objects(ctx: Context) -> Measurement:
+    return consume_objects(_bodies(ctx), ctx)
 
 
 large = _read_objects
 small = _read_objects
+
+
+def whole(ctx: Context) -> Measurement:
+    return consume_whole_objects(_bodies(ctx), ctx)
 
 
 def listing(ctx: Context) -> Measurement:

@@ -155,6 +155,11 @@ def consume_objects(streams: Iterable[Any], ctx: Context) -> Measurement:
     return Measurement(objects, total, watch.seconds, digest.value(), watch.cpu_seconds)
 
 
+def consume_whole_objects(streams: Iterable[Any], ctx: Context) -> Measurement:
+    """Times reading every (url, file-like) pair with one read() each."""
+    return consume_bytes_objects((stream.read() for _url, stream in streams), ctx)
+
+
 def consume_bytes_objects(blobs: Iterator[bytes], ctx: Context) -> Measurement:
     """Times an iterator that yields each object's content whole."""
     digest = Digest(ctx.verify)

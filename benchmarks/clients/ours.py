@@ -19,6 +19,7 @@ from .common import (
     consume_listing,
     consume_objects,
     consume_text,
+    consume_whole_objects,
     gil_pace,
 )
 from .epochs import cache_directory, consume_epochs
@@ -31,7 +32,8 @@ from .random_access import read_selection
 NAME = "torchdata_s3"
 CONFIGURATION = (
     "S3FileLoader defaults (prefetch 64 within 512 MiB, used as measured latency asks; 8 MiB parts; "
-    "64 MiB read window); stream.read(1 MiB) to the end of each object; epochs: the prefix, cache_dir set; "
+    "64 MiB read window); stream.read(1 MiB) to the end of each object (whole: one stream.read()); "
+    "epochs: the prefix, cache_dir set; "
     "ranges, cat, get-file, put-file: torchdata_s3.fsspec.S3FileSystem's cat_ranges, cat(list), get_file, "
     "put_file; " + WRITES_CONFIGURATION
 )
@@ -59,6 +61,12 @@ def _read_objects(ctx: Context) -> Measurement:
 
 large = _read_objects
 small = _read_objects
+
+
+def whole(ctx: Context) -> Measurement:
+    return consume_whole_objects(loader(ctx), ctx)
+
+
 gil = gil_pace(large)
 # The memory workload: one huge object read the same way.
 stream = _read_objects

@@ -15,6 +15,7 @@ from .common import (
     consume_keys,
     consume_listing,
     consume_objects,
+    consume_whole_objects,
     gil_pace,
 )
 from .images import consume_images, decode
@@ -34,15 +35,23 @@ def _config() -> S3ClientConfig:
     return S3ClientConfig(force_path_style=True)
 
 
-def _read_objects(ctx: Context) -> Measurement:
+def _readers(ctx: Context):  # type: ignore[no-untyped-def]
     dataset = S3IterableDataset.from_objects(
         ctx.urls(), region=ctx.region, endpoint=ctx.endpoint_url, s3client_config=_config()
     )
-    return consume_objects(((reader.key, reader) for reader in dataset), ctx)
+    return ((reader.key, reader) for reader in dataset)
+
+
+def _read_objects(ctx: Context) -> Measurement:
+    return consume_objects(_readers(ctx), ctx)
 
 
 large = _read_objects
 small = _read_objects
+
+
+def whole(ctx: Context) -> Measurement:
+    return consume_whole_objects(_readers(ctx), ctx)
 
 
 def listing(ctx: Context) -> Measurement:
