@@ -9,10 +9,12 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import fsspec
 import pytest
 import torch
+from fsspec.callbacks import Callback
 from torch.utils.data import DataLoader, Dataset
 
 from tests.conftest import TEST_ACCESS_KEY, TEST_SECRET_KEY
@@ -418,3 +420,57 @@ def test_a_parquet_column_read_by_pyarrow_fetches_about_its_own_bytes(fs: S3File
     fetched = sum(stream.bytes_fetched for stream in opened)
     # The column's four 4 MB chunks, one GET each, and the footer's 1 MiB tail for each of pyarrow's opens.
     assert column <= fetched <= 1.2 * column, (fetched, column, len(opened))
+
+
+class _FilesOnDisk(Callback):
+    """Records, at each count, how many of the expected files are complete on disk."""
+
+    def __init__(self, expected: dict[Path, bytes]) -> None:
+        super().__init__()
+        self.expected = expected
+        self.complete_at_count: list[int] = []
+
+    def relative_update(self, inc: int = 1) -> None:
+        super().relative_update(inc)
+        complete = sum(path.is_file() and path.read_bytes() == data for path, data in self.expected.items())
+        self.complete_at_count.append(complete)
+
+
+def test_get_counts_each_file_on_the_callback_when_it_has_arrived(
+    fs: S3FileSystem, bucket: str, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    files = {f"f{i}": payload(50_000 + i, seed=i) for i in range(6)}
+    fs.pipe({f"{bucket}/progress/{name}": data for name, data in files.items()})
+    target = tmp_path / "down"
+    progress = _FilesOnDisk({target / name: data for name, data in files.items()})
+
+    fs.get(f"{bucket}/progress/", str(target) + "/", recursive=True, callback=progress)
+
+    # fsspec counts the folder too (made locally, nothing downloaded).
+    folders = progress.size - len(files)
+    assert progress.value == progress.size and folders in (0, 1)
+    # The n-th count comes when n files are complete, give or take the folder (fsspec's own loop counts each
+    # as it starts: every count before the first file arrived).
+    assert all(complete >= n - folders for n, complete in enumerate(progress.complete_at_count, start=1))
+
+
+def test_put_counts_each_file_on_the_callback_when_it_was_uploaded(
+    fs: S3FileSystem, bucket: str, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    source = tmp_path / "up"
+    source.mkdir()
+    for i in range(6):
+        (source / f"f{i}").write_bytes(payload(50_000 + i, seed=i))
+    uploaded_at_count: list[int] = []
+
+    class _Uploaded(Callback):
+        def relative_update(self, inc: int = 1) -> None:
+            super().relative_update(inc)
+            uploaded_at_count.append(len(fs.find(f"{bucket}/up-progress")))
+
+    progress = _Uploaded()
+    fs.put(str(source) + "/", f"{bucket}/up-progress/", recursive=True, callback=progress)
+
+    folders = progress.size - 6  # fsspec counts the folder too (nothing to upload for it)
+    assert progress.value == progress.size and folders in (0, 1)
+    assert all(uploaded >= n - folders for n, uploaded in enumerate(uploaded_at_count, start=1))

@@ -30,7 +30,7 @@ from ..config import S3Config
 from ..errors import S3FileNotFoundError
 from ..url import parse_s3_url
 from ..writer import ObjectUploader, S3ObjectWriter
-from .bulk import Bulk
+from .bulk import Bulk, CountedWhenDone
 from .options import config_from_options, refuse_unknown
 from .ranges import fetch_spans, merge_ranges
 
@@ -423,11 +423,11 @@ class S3FileSystem(AbstractFileSystem):
         ``mode="create"`` refuses, atomically, an object that exists (FileExistsError)."""
         if mode not in ("overwrite", "create"):
             raise ValueError(f"mode must be 'overwrite' or 'create', not {mode!r}")
-        if os.path.isdir(lpath):
-            return  # a directory is uploaded by its files; S3 has nothing to create for itself
         self._bulk.run(self._put_now, os.fspath(lpath), self._strip_protocol(rpath), callback, mode)
 
     def _put_now(self, lpath: str, rpath: str, callback: Callback, mode: str) -> None:
+        if os.path.isdir(lpath):
+            return  # a directory is uploaded by its files; S3 has nothing to create for itself
         size = os.path.getsize(lpath)
         callback.set_size(size)
         try:
@@ -436,10 +436,18 @@ class S3FileSystem(AbstractFileSystem):
             self.invalidate_cache(rpath)
         callback.relative_update(size)
 
-    def put(self, lpath: Any, rpath: Any, recursive: bool = False, **kwargs: Any) -> None:
-        """fsspec's ``put`` (the same pairs of paths), its files uploaded BULK_REQUESTS at a time."""
-        with self._bulk.concurrently():
-            super().put(lpath, rpath, recursive=recursive, **kwargs)
+    def put(
+        self,
+        lpath: Any,
+        rpath: Any,
+        recursive: bool = False,
+        callback: Callback = DEFAULT_CALLBACK,
+        **kwargs: Any,
+    ) -> None:
+        """fsspec's ``put`` (the same pairs of paths), its files uploaded BULK_REQUESTS at a time;
+        ``callback`` counts each file when it has been uploaded."""
+        with self._bulk.concurrently(progress=callback):
+            super().put(lpath, rpath, recursive=recursive, callback=CountedWhenDone(callback), **kwargs)
 
     def get_file(
         self,
@@ -476,10 +484,18 @@ class S3FileSystem(AbstractFileSystem):
         if not self.isdir(rpath):
             raise IsADirectoryError(f"cannot download s3crt://{rpath} to {lpath}: it is a local directory")
 
-    def get(self, rpath: Any, lpath: Any, recursive: bool = False, **kwargs: Any) -> None:
-        """fsspec's ``get`` (the same pairs of paths), its files downloaded BULK_REQUESTS at a time."""
-        with self._bulk.concurrently():
-            super().get(rpath, lpath, recursive=recursive, **kwargs)
+    def get(
+        self,
+        rpath: Any,
+        lpath: Any,
+        recursive: bool = False,
+        callback: Callback = DEFAULT_CALLBACK,
+        **kwargs: Any,
+    ) -> None:
+        """fsspec's ``get`` (the same pairs of paths), its files downloaded BULK_REQUESTS at a time;
+        ``callback`` counts each file when it has been downloaded."""
+        with self._bulk.concurrently(progress=callback):
+            super().get(rpath, lpath, recursive=recursive, callback=CountedWhenDone(callback), **kwargs)
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         """Copies one object with S3's CopyObject (UploadPartCopy parts from 1 GB): no byte passes here."""
