@@ -221,9 +221,10 @@ PYBIND11_MODULE(_core, m) {
                     GilRelease release;
                     page = request.wait();
                 }
-                return page_to_python(page);
+                return page_to_python(page, request.details());
             },
-            "Waits for the page: ([(key, size, etag)], [common prefixes], next token or None). Call once.");
+            "Waits for the page: ([(key, size, etag)], [common prefixes], next token or None), each entry with "
+            "LastModified and StorageClass after them if asked for with details. Call once.");
 
     bind_object_stream(m);
     bind_object_upload(m);
@@ -308,14 +309,14 @@ PYBIND11_MODULE(_core, m) {
             [](std::shared_ptr<S3Client> client, const std::string& bucket, std::shared_ptr<CompletionQueue> queue,
                uint64_t tag, const std::string& prefix, const std::string& delimiter,
                const std::string& continuation_token, const std::string& start_after, uint32_t max_keys,
-               uint32_t timeout_ms) {
-                ListObjectsRequest request{bucket,      prefix,   delimiter, continuation_token,
-                                           start_after, max_keys, timeout_ms};
+               uint32_t timeout_ms, bool details) {
+                ListObjectsRequest request{bucket,      prefix,   delimiter,  continuation_token,
+                                           start_after, max_keys, timeout_ms, details};
                 return std::make_unique<PendingListPage>(std::move(client), request, std::move(queue), tag);
             },
             py::arg("bucket"), py::kw_only(), py::arg("queue"), py::arg("tag"), py::arg("prefix") = "",
             py::arg("delimiter") = "", py::arg("continuation_token") = "", py::arg("start_after") = "",
-            py::arg("max_keys") = 0, py::arg("timeout_ms") = 0,
+            py::arg("max_keys") = 0, py::arg("timeout_ms") = 0, py::arg("details") = false,
             "Sends one ListObjectsV2 page request and returns at once; `tag` goes to `queue` when it is done.")
         .def(
             "get_object",

@@ -126,14 +126,15 @@ PendingListPage::PendingListPage(std::shared_ptr<S3Client> client, const ListObj
                                  std::shared_ptr<CompletionQueue> queue, uint64_t tag)
     : client_(std::move(client)),
       parsed_(std::make_shared<Parsed>()),
+      details_(request.details),
       request_(*client_, list_request(request),
-               [parsed = parsed_, queue = std::move(queue), tag](BodyResponse* response) {
+               [parsed = parsed_, queue = std::move(queue), tag, details = request.details](BodyResponse* response) {
                    // Runs on a CRT thread: nothing may throw out of it.
                    // Parses the document (none: the request failed), then marks the page ready.
-                   const auto settle = [parsed](const std::string* document) noexcept {
+                   const auto settle = [parsed, details](const std::string* document) noexcept {
                        if (document != nullptr) {  // nullptr: the request failed, and wait() throws why
                            try {
-                               parsed->page = parse_list_objects_v2(*document);
+                               parsed->page = parse_list_objects_v2(*document, details);
                            } catch (...) {  // malformed (std::invalid_argument), or out of memory
                                parsed->error = std::current_exception();
                            }

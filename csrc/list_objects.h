@@ -53,6 +53,8 @@ public:
     // Whether its tag was pushed: failed, or answered and parsed.
     bool done();
     void cancel() { request_.cancel(); }
+    // Whether its entries carry LastModified and StorageClass (ListObjectsRequest::details).
+    bool details() const { return details_; }
     // Blocks until the page is complete and parsed; throws RequestFailure, or std::invalid_argument for an
     // answer that is no ListObjectsV2 result. Call once.
     ListObjectsPage wait();
@@ -70,6 +72,7 @@ private:
     // request it still held, then give up after 10 s.
     std::shared_ptr<S3Client> client_;
     std::shared_ptr<Parsed> parsed_;
+    bool details_;
     PendingBodyRequest request_;
 };
 

@@ -154,6 +154,7 @@ class S3Client:
         start_after: str = "",
         max_keys: int = 0,
         timeout_ms: int = 0,
+        details: bool = False,
     ) -> ListPageRequest: ...
     def get_object(
         self,

@@ -286,11 +286,11 @@ class S3Client:
         read_ahead: bool = False,
         details: bool = False,
     ) -> Iterator[list[tuple[Any, ...]]]:
-        """:meth:`list_location`'s ``(key, size, etag)`` entries a page at a time (plain tuples): for doors
-        that turn each into something else, without a frame and an ObjectSummary per key on the way. (The
-        parallel listing of ``read_ahead`` has no details: with ``details``, pages come one after another.)"""
+        """:meth:`list_location`'s ``(key, size, etag)`` entries (with ``details``, LastModified and
+        StorageClass after them) a page at a time (plain tuples): for doors that turn each into something
+        else, without a frame and an ObjectSummary per key on the way."""
         native = self._native_for(location, "ListObjectsV2")
-        if read_ahead and not delimiter and not details and self.config.max_list_requests > 1:
+        if read_ahead and not delimiter and self.config.max_list_requests > 1:
             listing = ParallelListing(
                 native,
                 location,
@@ -298,6 +298,7 @@ class S3Client:
                 page_size=page_size,
                 timeout_ms=self.config.request_timeout_ms,
                 failure_of=functools.partial(_list_failure, location),
+                details=details,
             )
             yield from listing.batches()
             return

@@ -195,7 +195,8 @@ class StartAfterRefused(Exception):
 
 
 class ParallelListing:
-    """Iterates ``(key, size, etag)`` of every key under ``location``, in S3's order (see the module doc).
+    """Iterates ``(key, size, etag)`` of every key under ``location``, in S3's order (see the module doc);
+    with ``details``, ``(key, size, etag, LastModified, StorageClass)``.
 
     Args:
         native: the native client.
@@ -204,6 +205,7 @@ class ParallelListing:
         page_size: keys per page [S3's 1,000].
         timeout_ms: ``request_timeout_ms``.
         failure_of: turns what a page request raised into the S3Error to raise (see ``S3Client``).
+        details: parse each object's LastModified and StorageClass too.
     """
 
     def __init__(
@@ -215,8 +217,10 @@ class ParallelListing:
         page_size: Optional[int],
         timeout_ms: int,
         failure_of: Callable[[Exception], BaseException],
+        details: bool = False,
     ) -> None:
         self.native = native
+        self.details = details
         self.location = location
         self.allowed_requests = max(1, max_requests)
         self.max_requests = self.allowed_requests  # lower while S3 answers SlowDown
@@ -338,6 +342,7 @@ class ParallelListing:
             start_after=start_after,
             max_keys=self.page_size,
             timeout_ms=self.timeout_ms,
+            details=self.details,
         )
 
     # -- requests ----------------------------------------------------------------------------------------

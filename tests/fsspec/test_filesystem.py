@@ -281,16 +281,24 @@ def test_a_file_system_made_in_the_parent_serves_forked_dataloader_workers(
     assert [bytes(t.numpy()) for t in loader] == blobs
 
 
-def test_find_lists_every_page_of_a_large_prefix(fs: S3FileSystem, boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+def test_find_lists_every_page_of_a_large_prefix(fs: S3FileSystem, boto_s3, bucket: str, moto_server) -> None:  # type: ignore[no-untyped-def]
     from concurrent.futures import ThreadPoolExecutor
 
     keys = [f"many/{i // 100:02d}/{i:05d}" for i in range(2100)]  # three pages, in parallel key ranges
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda key: boto_s3.put_object(Bucket=bucket, Key=key, Body=b"x"), keys))
     assert fs.find(f"{bucket}/many") == [f"{bucket}/{key}" for key in sorted(keys)]
+    before = len(moto_server.logged_requests())
     detailed = fs.find(f"s3crt://{bucket}/many/", detail=True)
     assert list(detailed) == [f"{bucket}/{key}" for key in sorted(keys)]
     assert {entry["size"] for entry in detailed.values()} == {1}
+    assert all(entry["StorageClass"] == "STANDARD" for entry in detailed.values())
+    assert all(isinstance(entry["LastModified"], datetime.datetime) for entry in detailed.values())
+    # The details came through the parallel listing too: more than the three pages of one after another.
+    listings = [
+        r for r in moto_server.logged_requests()[before:] if r.startswith("GET ") and "list-type=2" in r
+    ]
+    assert len(listings) > 3, listings
 
 
 def test_copy_is_server_side(fs: S3FileSystem, bucket: str, moto_server) -> None:  # type: ignore[no-untyped-def]

@@ -257,9 +257,9 @@ class S3FileSystem(AbstractFileSystem):
         bucket, key = self._split(path)
         found: dict[str, dict[str, Any]] = {}
         prefix = f"{path}/" if key else f"{bucket}/"
-        # Names alone come from the listing in parallel key ranges (docs/listing.md); details page by page.
+        # One flat listing, in parallel key ranges (docs/listing.md).
         location = parse_s3_url(self._url(prefix))
-        for entry in self.client.list_location(location, read_ahead=not detail, details=detail):
+        for entry in self.client.list_location(location, read_ahead=True, details=detail):
             name = f"{bucket}/{entry.key}"
             if withdirs:
                 # Every directory between the one searched and this key.
