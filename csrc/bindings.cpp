@@ -247,7 +247,7 @@ PYBIND11_MODULE(_core, m) {
                          uint32_t connect_timeout_ms, uint32_t stall_timeout_s, uint32_t max_retries, bool verify_tls,
                          const std::string& ca_file, uint16_t event_loop_threads, const std::string& proxy_host,
                          uint16_t proxy_port, const std::string& proxy_username, const std::string& proxy_password,
-                         uint64_t multipart_threshold_bytes) {
+                         uint64_t multipart_threshold_bytes, bool requester_pays) {
                  ClientOptions o;
                  o.region = region;
                  o.endpoint_scheme = endpoint_scheme;
@@ -275,6 +275,7 @@ PYBIND11_MODULE(_core, m) {
                  o.proxy_username = proxy_username;
                  o.proxy_password = proxy_password;
                  o.multipart_threshold_bytes = multipart_threshold_bytes;
+                 o.requester_pays = requester_pays;
                  return make_client(std::move(o));
              }),
              py::kw_only(), py::arg("region"), py::arg("endpoint_scheme"), py::arg("endpoint_host"),
@@ -284,7 +285,8 @@ PYBIND11_MODULE(_core, m) {
              py::arg("memory_limit_bytes"), py::arg("read_window_bytes"), py::arg("connect_timeout_ms"),
              py::arg("stall_timeout_s"), py::arg("max_retries"), py::arg("verify_tls"), py::arg("ca_file"),
              py::arg("event_loop_threads") = 0, py::arg("proxy_host") = "", py::arg("proxy_port") = 0,
-             py::arg("proxy_username") = "", py::arg("proxy_password") = "", py::arg("multipart_threshold_bytes") = 0)
+             py::arg("proxy_username") = "", py::arg("proxy_password") = "", py::arg("multipart_threshold_bytes") = 0,
+             py::arg("requester_pays") = false)
         .def(
             "list_objects_v2",
             [](S3Client& client, const std::string& bucket, const std::string& prefix, const std::string& delimiter,

@@ -57,6 +57,8 @@ struct ClientOptions {
 
     bool verify_tls = true;
     std::string ca_file;  // empty: the system trust store
+    // Every request says the requester pays for it (x-amz-request-payer), as Requester Pays buckets demand.
+    bool requester_pays = false;
     // Threads of the process-wide event loop group, fixed by the first client of the process; 0: the CRT's
     // default (one per two cores).
     uint16_t event_loop_threads = 0;

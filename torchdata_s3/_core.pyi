@@ -121,6 +121,7 @@ class S3Client:
         proxy_username: str = "",
         proxy_password: str = "",
         multipart_threshold_bytes: int = 0,
+        requester_pays: bool = False,
     ) -> None: ...
     @property
     def pinned_pool_bytes(self) -> int: ...

@@ -51,6 +51,8 @@ class S3Config:
             environment, profile files, web identity, container, instance metadata].
         verify_ssl: verify the server's TLS certificate [True].
         ca_file: PEM file of the CAs to trust, instead of the system store [None: the system store].
+        requester_pays: every request accepts the charges of a Requester Pays bucket
+            (``x-amz-request-payer: requester``), which refuses requests without it (403) [False].
         part_size_bytes: size of each ranged GET of a large object [8 MiB].
         throughput_target_gbps: what the CRT sizes its connection pool for: max(10, gbps / 0.4)
             connections [50.0: 125 connections, about the loader's 128 small objects in flight].
@@ -101,6 +103,7 @@ class S3Config:
     session_token: Optional[str] = field(default=None, repr=False)
     verify_ssl: bool = True
     ca_file: Optional[str] = None
+    requester_pays: bool = False
     part_size_bytes: int = 8 * MiB
     throughput_target_gbps: float = 50.0
     max_connections: Optional[int] = None
@@ -309,6 +312,7 @@ class S3Config:
             "max_retries": self.max_retries,
             "verify_tls": self.verify_ssl,
             "ca_file": self.ca_file or "",
+            "requester_pays": self.requester_pays,
         }
 
 

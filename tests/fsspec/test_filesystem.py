@@ -78,8 +78,6 @@ def test_an_unknown_storage_option_is_refused_with_the_accepted_ones(options: di
         S3FileSystem(endpoint="http://127.0.0.1:1", skip_instance_cache=True)
     with pytest.raises(TypeError, match=r"unknown client_kwargs key\(s\) endpoint; accepted: endpoint_url"):
         S3FileSystem(client_kwargs={"endpoint": "x"}, skip_instance_cache=True)
-    with pytest.raises(ValueError, match="requester_pays=True is not supported"):
-        S3FileSystem(requester_pays=True, skip_instance_cache=True, **options)
 
 
 def test_info_and_ls_answer_with_s3fs_keys(fs: S3FileSystem, bucket: str) -> None:

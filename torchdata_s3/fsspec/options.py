@@ -59,12 +59,9 @@ def config_from_options(
         raise TypeError(
             f"unknown client_kwargs key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(CLIENT_KWARGS))}"
         )
-    if requester_pays:
-        raise ValueError(
-            "requester_pays=True is not supported yet by torchdata_s3.fsspec.S3FileSystem (the bucket "
-            "would refuse its requests); read such buckets with s3fs for now"
-        )
     explicit: dict[str, Any] = {}
+    if requester_pays:
+        explicit["requester_pays"] = True
     endpoint = endpoint_url or client_kwargs.get("endpoint_url")
     if endpoint:
         explicit["endpoint_url"] = endpoint
