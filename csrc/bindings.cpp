@@ -16,6 +16,7 @@
 #include "crt_runtime.h"
 #include "delete_objects.h"
 #include "gil_release.h"
+#include "list_buckets.h"
 #include "list_objects.h"
 #include "object_copy.h"
 #include "object_stream.h"
@@ -306,6 +307,24 @@ PYBIND11_MODULE(_core, m) {
             py::arg("timeout_ms") = 0, py::arg("details") = false,
             "One ListObjectsV2 page: ([(key, size, etag)], [common prefixes], next token or None); with details, "
             "each entry is (key, size, etag, LastModified, StorageClass).")
+        .def(
+            "list_buckets",
+            [](S3Client& client, const std::string& continuation_token, uint32_t timeout_ms) {
+                ListBucketsPage page;
+                {
+                    GilRelease release;
+                    page = list_buckets(client, continuation_token, timeout_ms);
+                }
+                py::list buckets;
+                for (const BucketSummary& bucket : page.buckets) {
+                    buckets.append(py::make_tuple(bucket.name, bucket.creation_date));
+                }
+                py::object token = py::none();
+                if (!page.continuation_token.empty()) token = py::str(page.continuation_token);
+                return py::make_tuple(buckets, token);
+            },
+            py::kw_only(), py::arg("continuation_token") = "", py::arg("timeout_ms") = 0,
+            "One ListBuckets page: ([(name, creation date)], next continuation token or None).")
         .def(
             "start_list_objects_v2",
             [](std::shared_ptr<S3Client> client, const std::string& bucket, std::shared_ptr<CompletionQueue> queue,

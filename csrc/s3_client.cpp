@@ -268,7 +268,8 @@ S3Client::~S3Client() {
 }
 
 std::string S3Client::host_for(const std::string& bucket) const {
-    return options_.path_style ? options_.endpoint_host : bucket + "." + options_.endpoint_host;
+    // No bucket (ListBuckets): the endpoint itself, in either addressing style.
+    return options_.path_style || bucket.empty() ? options_.endpoint_host : bucket + "." + options_.endpoint_host;
 }
 
 void S3Client::endpoint_for(const std::string& bucket, aws_uri* out) const {
@@ -284,7 +285,7 @@ void S3Client::endpoint_for(const std::string& bucket, aws_uri* out) const {
 
 std::string S3Client::request_path(const std::string& bucket, const std::string& encoded_suffix) const {
     std::string path;
-    if (options_.path_style) path = "/" + encode_path(bucket);
+    if (options_.path_style && !bucket.empty()) path = "/" + encode_path(bucket);
     path += encoded_suffix;
     if (path.empty() || path[0] != '/') path.insert(0, "/");
     return path;

@@ -143,6 +143,9 @@ class S3Client:
         timeout_ms: int = 0,
         details: bool = False,
     ) -> tuple[list[tuple[Any, ...]], list[str], Optional[str]]: ...
+    def list_buckets(
+        self, *, continuation_token: str = "", timeout_ms: int = 0
+    ) -> tuple[list[tuple[str, str]], Optional[str]]: ...
     def start_list_objects_v2(
         self,
         bucket: str,

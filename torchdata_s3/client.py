@@ -124,17 +124,21 @@ def _list_failure(location: S3Url, error: Exception) -> Exception:
     """What a failed ListObjectsV2 page raises: its S3Error, or for a 200 answer that is no ListObjectsV2
     result (a web page, a proxy's portal, another API: ValueError from the parser), an S3Error saying so. The
     request failed; the caller's input was fine."""
+    return _listing_failure("ListObjectsV2", f"s3://{location.bucket}/{location.key}", error)
+
+
+def _listing_failure(operation: str, url: str, error: Exception) -> Exception:
+    """:func:`_list_failure` for any listing operation."""
     if isinstance(error, S3Error) or not isinstance(error, ValueError):
         return error
-    url = f"s3://{location.bucket}/{location.key}"
     return S3Error(
         with_hint(
-            f"ListObjectsV2 {url} failed: the endpoint answered with something that is not a "
-            f"ListObjectsV2 result ({error})",
+            f"{operation} {url} failed: the endpoint answered with something that is not a "
+            f"{operation} result ({error})",
             NOT_AN_S3_API_HINT,
         ),
         url=url,
-        operation="ListObjectsV2",
+        operation=operation,
         http_status=200,
     )
 
@@ -258,6 +262,32 @@ class S3Client:
             raise credentials_unavailable(str(location), operation, failure.problem, failure.hint) from None
         self._native = (generation, os.getpid(), client)
         return client
+
+    def list_buckets(self) -> list[tuple[str, str]]:
+        """Every bucket these credentials own (ListBuckets, page after page), as ``(name, creation date)``
+        with the date in ISO 8601 as S3 sends it.
+
+        Raises:
+            S3PermissionError (ListBuckets denied), S3Error (the endpoint answered something else).
+        """
+        native = self._native_for(S3Url("", ""), "ListBuckets")
+        buckets: list[tuple[str, str]] = []
+        token = ""
+        while True:
+            try:
+                page, next_token = native.list_buckets(
+                    continuation_token=token, timeout_ms=self.config.request_timeout_ms
+                )
+            except ValueError as error:  # an S3Error, or a 200 answer that is no ListBuckets result
+                raise _listing_failure("ListBuckets", "s3://", error) from None
+            buckets.extend(page)
+            if next_token is None:
+                return buckets
+            if next_token == token:
+                raise S3Error(
+                    f"ListBuckets s3:// failed: the endpoint answered the token {token!r} with itself"
+                )
+            token = next_token
 
     def list_location(
         self,

@@ -480,3 +480,16 @@ def test_put_counts_each_file_on_the_callback_when_it_was_uploaded(
     folders = progress.size - 6  # fsspec counts the folder too (nothing to upload for it)
     assert progress.value == progress.size and folders in (0, 1)
     assert all(uploaded >= n - folders for n, uploaded in enumerate(uploaded_at_count, start=1))
+
+
+def test_the_root_lists_the_buckets(fs: S3FileSystem, bucket: str, boto_s3) -> None:  # type: ignore[no-untyped-def]
+    expected = {entry["Name"] for entry in boto_s3.list_buckets()["Buckets"]}
+    assert bucket in expected
+
+    entries = fs.ls("")
+    assert {entry["name"] for entry in entries} == expected
+    mine = next(entry for entry in entries if entry["name"] == bucket)
+    assert (mine["type"], mine["size"], mine["StorageClass"]) == ("directory", 0, "BUCKET")
+    assert isinstance(mine["CreationDate"], datetime.datetime)
+    assert sorted(fs.ls("s3crt://", detail=False)) == sorted(expected)
+    assert fs.info("")["type"] == "directory"

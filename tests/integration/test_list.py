@@ -127,3 +127,11 @@ def test_a_listing_answered_with_a_web_page_is_an_s3_error_naming_the_url(web_pa
     assert str(caught.value).endswith("Check that endpoint_url points at an S3 API.")
     with pytest.raises(S3Error, match="not a ListObjectsV2 result"):
         listed("s3://bucket/data/", config=config)
+
+
+def test_a_bucket_listing_answered_with_a_web_page_is_an_s3_error(web_page_endpoint: str) -> None:
+    config = S3Config.resolve(endpoint_url=web_page_endpoint, anonymous=True, max_retries=0)
+    with pytest.raises(S3Error, match=r"^ListBuckets s3:// failed: .*not a ListBuckets result") as caught:
+        S3Client(config).list_buckets()
+    assert (caught.value.operation, caught.value.http_status) == ("ListBuckets", 200)
+    assert str(caught.value).endswith("Check that endpoint_url points at an S3 API.")

@@ -75,3 +75,12 @@ def test_fsspecs_requester_pays_option_is_honoured(proxy: FaultProxy, bucket: st
     assert fs.cat_file(f"{bucket}/rp/fs") == b"abc"
     assert fs.config.requester_pays
     assert proxy.records and all(r.headers.get("x-amz-request-payer") == "requester" for r in proxy.records)
+
+
+def test_list_buckets_goes_to_the_endpoint_itself(proxy: FaultProxy, bucket: str) -> None:
+    client = S3Client(S3Config.resolve(endpoint_url=proxy.endpoint_url, requester_pays=True))
+    names = [name for name, _created in client.list_buckets()]
+    assert bucket in names
+    [record] = proxy.records
+    assert (record.method, record.path, record.query) == ("GET", "/", "")
+    assert record.headers.get("x-amz-request-payer") == "requester"

@@ -150,13 +150,25 @@ class S3FileSystem(AbstractFileSystem):
         )
 
     @staticmethod
+    def _bucket_entry(name: str, created: str) -> dict[str, Any]:
+        """A bucket as s3fs lists the root: a directory, with its creation time."""
+        return {
+            "name": name,
+            "size": 0,
+            "type": "directory",
+            "StorageClass": "BUCKET",
+            "CreationDate": _iso_time(created),
+        }
+
+    @staticmethod
     def _directory_entry(name: str) -> dict[str, Any]:
         return {"name": name, "size": 0, "type": "directory", "StorageClass": "DIRECTORY"}
 
     def ls(self, path: str, detail: bool = True, refresh: bool = False, **kwargs: Any) -> list[Any]:
         path = self._strip_protocol(path)
         if not path:
-            raise NotImplementedError("listing every bucket (ListBuckets) is not supported: name a bucket")
+            buckets = [self._bucket_entry(name, created) for name, created in self.client.list_buckets()]
+            return buckets if detail else [entry["name"] for entry in buckets]
         entries = None if refresh else self._cached_listing(path)
         if entries is None:
             entries = self._list_level(path)
@@ -220,7 +232,7 @@ class S3FileSystem(AbstractFileSystem):
         path = self._strip_protocol(path)
         bucket, key = self._split(path)
         if not bucket:
-            raise NotImplementedError("the root (every bucket) has no information: name a bucket")
+            return {"name": "", "size": 0, "type": "directory"}  # the root, whose entries are the buckets
         if not refresh:
             cached = self._cached_entry(path)
             if cached is not None:
