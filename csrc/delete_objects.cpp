@@ -140,12 +140,7 @@ std::vector<DeleteFailure> delete_objects(S3Client& client, const std::string& b
 
     const BodyResponse response = perform_body_request(client, request);
     ResultContext context;
-    aws_xml_parser_options options = {};
-    options.doc = aws_byte_cursor_from_array(response.body.data(), response.body.size());
-    options.max_depth = 8;
-    options.on_root_encountered = on_root;
-    options.user_data = &context;
-    if (aws_xml_parse(aws_default_allocator(), &options) != AWS_OP_SUCCESS ||
+    if (!parse_xml(aws_byte_cursor_from_array(response.body.data(), response.body.size()), 8, on_root, &context) ||
         !(context.saw_result || context.saw_error)) {
         throw std::invalid_argument(std::string("malformed DeleteObjects response: ") +
                                     aws_error_name(aws_last_error()));

@@ -77,12 +77,8 @@ int on_root(aws_xml_node* node, void* user_data) {
 ListObjectsPage parse_list_objects_v2(const std::string& document, bool details) {
     ListObjectsPage page;
     ParseContext context{&page, details};
-    aws_xml_parser_options options = {};
-    options.doc = aws_byte_cursor_from_array(document.data(), document.size());
-    options.max_depth = 16;
-    options.on_root_encountered = on_root;
-    options.user_data = &context;
-    if (aws_xml_parse(aws_default_allocator(), &options) != AWS_OP_SUCCESS || !context.saw_result) {
+    if (!parse_xml(aws_byte_cursor_from_array(document.data(), document.size()), 16, on_root, &context) ||
+        !context.saw_result) {
         throw std::invalid_argument(std::string("malformed ListObjectsV2 response: ") +
                                     aws_error_name(aws_last_error()));
     }

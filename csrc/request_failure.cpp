@@ -36,12 +36,7 @@ int on_error_root(aws_xml_node* node, void* user_data) {
 void parse_s3_error_document(const aws_byte_buf* body, std::string* code, std::string* message) {
     if (body == nullptr || body->len == 0) return;
     ErrorDocument doc;
-    aws_xml_parser_options options = {};
-    options.doc = aws_byte_cursor_from_buf(body);
-    options.max_depth = 8;
-    options.on_root_encountered = on_error_root;
-    options.user_data = &doc;
-    if (aws_xml_parse(aws_default_allocator(), &options) != AWS_OP_SUCCESS) return;
+    if (!parse_xml(aws_byte_cursor_from_buf(body), 8, on_error_root, &doc)) return;
     *code = std::move(doc.code);
     *message = std::move(doc.message);
 }

@@ -1,4 +1,4 @@
-// Small helper over the CRT's XML parser: the unescaped text of a node as a std::string.
+// Small helpers over the CRT's XML parser: parsing a document from its root, the unescaped text of a node.
 #pragma once
 
 #include <aws/common/byte_buf.h>
@@ -66,6 +66,18 @@ inline int xml_node_text(aws_xml_node* node, std::string* out) {
     if (result == AWS_OP_SUCCESS) out->assign(reinterpret_cast<const char*>(text.buffer), text.len);
     aws_byte_buf_clean_up(&text);
     return result;
+}
+
+// Parses the XML `document` with the CRT's parser, `on_root` called for its root element with `user_data`.
+// False (with the CRT's error raised) for a malformed document or one `on_root` refused.
+inline bool parse_xml(aws_byte_cursor document, size_t max_depth, aws_xml_parser_on_node_encountered_fn* on_root,
+                      void* user_data) {
+    aws_xml_parser_options options = {};
+    options.doc = document;
+    options.max_depth = max_depth;
+    options.on_root_encountered = on_root;
+    options.user_data = user_data;
+    return aws_xml_parse(aws_default_allocator(), &options) == AWS_OP_SUCCESS;
 }
 
 }  // namespace torchdata_s3

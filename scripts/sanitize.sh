@@ -52,6 +52,7 @@ subset=(
     tests/integration/test_random_access.py
     tests/integration/test_faults.py
     tests/integration/test_landing.py
+    tests/integration/test_requester_pays.py
     tests/integration/test_fault_soak.py
     tests/integration/test_bad_input.py::test_an_answer_without_headers_fails_typed
     tests/integration/test_write.py

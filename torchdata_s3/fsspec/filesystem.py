@@ -458,8 +458,7 @@ class S3FileSystem(AbstractFileSystem):
     ) -> None:
         """fsspec's ``put`` (the same pairs of paths), its files uploaded BULK_REQUESTS at a time;
         ``callback`` counts each file when it has been uploaded."""
-        with self._bulk.concurrently(progress=callback):
-            super().put(lpath, rpath, recursive=recursive, callback=CountedWhenDone(callback), **kwargs)
+        self._in_bulk(super().put, lpath, rpath, recursive, callback, **kwargs)
 
     def get_file(
         self,
@@ -506,8 +505,20 @@ class S3FileSystem(AbstractFileSystem):
     ) -> None:
         """fsspec's ``get`` (the same pairs of paths), its files downloaded BULK_REQUESTS at a time;
         ``callback`` counts each file when it has been downloaded."""
+        self._in_bulk(super().get, rpath, lpath, recursive, callback, **kwargs)
+
+    def _in_bulk(
+        self,
+        transfer: Callable[..., Any],
+        source: Any,
+        target: Any,
+        recursive: bool,
+        callback: Callback,
+        **kwargs: Any,
+    ) -> None:
+        """Runs fsspec's ``get`` or ``put`` with its per-file calls queued (see :mod:`.bulk`)."""
         with self._bulk.concurrently(progress=callback):
-            super().get(rpath, lpath, recursive=recursive, callback=CountedWhenDone(callback), **kwargs)
+            transfer(source, target, recursive=recursive, callback=CountedWhenDone(callback), **kwargs)
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         """Copies one object with S3's CopyObject (UploadPartCopy parts from 1 GB): no byte passes here."""
