@@ -2,7 +2,7 @@
 # The test command: installs everything it needs (torch, the package and its test extras, nginx with apt),
 # builds the package, lints, fuzzes, runs the native tests
 # under ASan + UBSan, builds the aws-lc variant and runs the TLS tests against it, then runs every test
-# (README, "Sanitizers and fuzzing"), then the tests that concern torchdata 0.11 and no torchdata
+# (docs/development.md, "Sanitizers and fuzzing"), then the tests that concern torchdata 0.11 and no torchdata
 # (scripts/torchdata-generations.sh).
 # Usage: scripts/test.sh [pytest arguments]   (with arguments: only those tests, no fuzzing, sanitizers or
 #        aws-lc build)
