@@ -309,15 +309,16 @@ ObjectStream::~ObjectStream() {
     if (!finished) meta_.cancel();
 }
 
-void ObjectStream::land_in(uint8_t* dst, size_t size) {
-    if (size == 0) return;
+bool ObjectStream::land_in(uint8_t* dst, size_t size) {
+    if (size == 0) return false;
     std::lock_guard<std::mutex> lock(shared_->mutex);
-    if (!shared_->headers_received || shared_->failed || shared_->finished) return;
+    if (!shared_->headers_received || shared_->failed || shared_->finished) return false;
     shared_->landing = dst;
     shared_->landing_first = shared_->first_offset + position_;
     shared_->landing_end = shared_->landing_first + size;
     shared_->landing_open = true;
     shared_->landing_handed_out = false;
+    return true;
 }
 
 bool ObjectStream::stop_landing(bool read_failed, uint32_t patience_ms) {

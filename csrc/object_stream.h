@@ -90,7 +90,8 @@ public:
     // Receives the parts of the rest of the stream that have not begun yet straight into `dst`, the caller's
     // memory for the next `size` bytes (from position()), instead of into pool buffers: their chunks then point
     // into `dst` and read_fully() skips copying them. `dst` must stay valid until stop_landing() returned true.
-    void land_in(uint8_t* dst, size_t size);
+    // False (nothing changed, no stop_landing() owed) once the transfer is over or before its headers came.
+    bool land_in(uint8_t* dst, size_t size);
     // Gives no further part the caller's memory. After a failed read it drops every chunk pointing into it and
     // stops the transfer; after a read that got all it wanted, the bytes retain() keeps may stay in it (see
     // holds_borrowed_bytes) unless a copy of them is much smaller than the result. True when no CRT thread can

@@ -171,16 +171,16 @@ public:
             GilRelease release;
             prefer_huge_pages(dst, want);
             // All the rest is wanted: parts not begun yet are received straight into the result.
-            if (want == remaining) stream_->land_in(dst, want);
+            const bool landing = want == remaining && stream_->land_in(dst, want);
             try {
                 got = read_fully(*stream_, dst, want);
                 // Reading to the end also confirms the transfer finished cleanly before we hand out the bytes.
                 if (got == remaining) stream_->wait_for_data();
             } catch (...) {
-                landing_over = stream_->stop_landing(true, kLandingPatienceMs);
+                if (landing) landing_over = stream_->stop_landing(true, kLandingPatienceMs);
                 throw;
             }
-            landing_over = stream_->stop_landing(got != want, kLandingPatienceMs);
+            if (landing) landing_over = stream_->stop_landing(got != want, kLandingPatienceMs);
         } catch (...) {
             if (!landing_over) bytes.release();  // never free memory the CRT may still write to
             throw;

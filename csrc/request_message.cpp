@@ -14,8 +14,11 @@ RequestMessage::RequestMessage(const S3Client& client, const std::string& method
     client.endpoint_for(bucket, &endpoint_);
     try {
         message_ = client.new_message(method, bucket, encoded_suffix);
+        // The CRT copies this header into every request it derives (parts, CreateMultipartUpload, HEAD, ...).
+        if (client.options().requester_pays) add_header("x-amz-request-payer", "requester");
     } catch (...) {
-        aws_uri_clean_up(&endpoint_);  // the destructor does not run for a constructor that throws
+        aws_http_message_release(message_);  // the destructor does not run for a constructor that throws
+        aws_uri_clean_up(&endpoint_);
         throw;
     }
 }

@@ -302,16 +302,6 @@ aws_http_message* S3Client::new_message(const std::string& method, const std::st
         aws_http_message_release(message);
         throw_crt_error("preparing the HTTP request");
     }
-    // The CRT copies this header into every request it derives (parts, CreateMultipartUpload, HEAD, ...).
-    if (options_.requester_pays) {
-        aws_http_header header = {};
-        header.name = aws_byte_cursor_from_c_str("x-amz-request-payer");
-        header.value = aws_byte_cursor_from_c_str("requester");
-        if (aws_http_message_add_header(message, header) != AWS_OP_SUCCESS) {
-            aws_http_message_release(message);
-            throw_crt_error("preparing the HTTP request");
-        }
-    }
     // No Host header: the CRT sets it from the endpoint URI, which guarantees the two agree.
     return message;
 }
