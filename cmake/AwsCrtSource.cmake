@@ -1,10 +1,11 @@
 # Locates the pinned awscrt source distribution, verifies it, unpacks it and applies our fixes to it
 # (cmake/AwsCrtPatches.cmake).
 #
-# The AWS Common Runtime C libraries ship inside the awscrt sdist (folder `crt/`). We take that archive by
-# package name through pip, so the build needs no host name of its own and no git. For offline builds, hand
-# the build an archive you downloaded earlier:
+# The AWS Common Runtime C libraries ship inside the awscrt sdist (folder `crt/`). Where it comes from, first
+# found wins:
 #   -DTORCHDATA_S3_AWSCRT_ARCHIVE=/path/awscrt-0.38.0.tar.gz   (or the environment variable of the same name)
+#   third_party/awscrt-0.38.0.tar.gz   (our sdist carries it there, so that it builds offline: scripts/wheels.sh)
+#   otherwise pip downloads it by package name, so the build needs no host name of its own and no git.
 #
 # Output: AWSCRT_CRT_DIR, the unpacked `crt/` folder.
 
@@ -16,6 +17,10 @@ set(TORCHDATA_S3_AWSCRT_ARCHIVE "$ENV{TORCHDATA_S3_AWSCRT_ARCHIVE}"
 
 set(_awscrt_work_dir "${CMAKE_BINARY_DIR}/awscrt")
 set(_awscrt_archive "${TORCHDATA_S3_AWSCRT_ARCHIVE}")
+set(_awscrt_bundled "${CMAKE_SOURCE_DIR}/third_party/awscrt-${AWSCRT_VERSION}.tar.gz")
+if(NOT _awscrt_archive AND EXISTS "${_awscrt_bundled}")
+  set(_awscrt_archive "${_awscrt_bundled}")
+endif()
 
 if(NOT _awscrt_archive)
   set(_awscrt_archive "${_awscrt_work_dir}/awscrt-${AWSCRT_VERSION}.tar.gz")

@@ -6,6 +6,8 @@
 #
 # Usage: scripts/aws-lc.sh [pytest arguments]     (default: the TLS tests, test_tls.py and test_tls_faults.py)
 # Environment: TORCHDATA_S3_AWSCRT_ARCHIVE  offline CRT sources, passed on to the build
+#              AWS_LC_WHEEL                 a wheel built with aws-lc to test instead of building one (what
+#                                           scripts/test.sh passes: the cp311 wheel scripts/wheels.sh made)
 #
 # Everything lives in build/aws-lc (layout: scripts/variant-build.sh).
 set -euo pipefail
@@ -21,7 +23,11 @@ fail() {
 
 # shellcheck source=scripts/variant-build.sh
 source scripts/variant-build.sh
-variant_build TORCHDATA_S3_USE_AWS_LC=ON
+if [[ -n "${AWS_LC_WHEEL:-}" ]]; then
+    variant_install "$AWS_LC_WHEEL"
+else
+    variant_build TORCHDATA_S3_USE_AWS_LC=ON
+fi
 
 step "checking that libcrypto is aws-lc, inside the module"
 if ldd "$core" | grep -q 'libcrypto'; then

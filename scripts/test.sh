@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The test command: installs everything it needs (torch, the package and its test extras, nginx with apt),
 # builds the package, lints, fuzzes, runs the native tests
-# under ASan + UBSan, builds the aws-lc variant and runs the TLS tests against it, then runs every test
+# under ASan + UBSan, builds the sdist and the wheels from it and smoke-tests each wheel in a fresh environment
+# (scripts/wheels.sh), runs the TLS tests against the cp311 wheel (aws-lc inside), then runs every test
 # (docs/development.md, "Sanitizers and fuzzing"), then the tests that concern torchdata 0.11 and no torchdata
 # (scripts/torchdata-generations.sh).
 # Usage: scripts/test.sh [pytest arguments]   (with arguments: only those tests, no fuzzing, sanitizers or
 #        aws-lc build)
 # Environment: FUZZ_SECONDS per fuzz target [30]; SANITIZE=0 skips the sanitizer build and its tests;
 #              GENERATIONS=0 skips the runs with torchdata 0.11 and without torchdata;
-#              AWS_LC=0 skips the aws-lc build and its tests; TEST_PROCESSES: processes of the full run and
+#              WHEELS=0 skips the wheels (the aws-lc TLS tests then build their own aws-lc variant);
+#              AWS_LC=0 skips the aws-lc TLS tests; TEST_PROCESSES: processes of the full run and
 #              the sanitizer run (scripts/pytest-processes.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,8 +26,16 @@ if (($# == 0)); then
     if [[ "${SANITIZE:-1}" != 0 ]]; then
         bash scripts/sanitize.sh || checks_status=$?
     fi
+    aws_lc_wheel=""
+    if [[ "${WHEELS:-1}" != 0 ]]; then
+        if bash scripts/wheels.sh; then
+            aws_lc_wheel=$(ls build/wheels/wheelhouse/torchdata_s3-*-cp311-cp311-*.whl)
+        else
+            checks_status=$?
+        fi
+    fi
     if [[ "${AWS_LC:-1}" != 0 ]]; then
-        bash scripts/aws-lc.sh || checks_status=$?
+        AWS_LC_WHEEL=$aws_lc_wheel bash scripts/aws-lc.sh || checks_status=$?
     fi
 fi
 # Run from a folder without the source tree on sys.path, so the installed package (with its compiled

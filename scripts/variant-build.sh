@@ -4,7 +4,8 @@
 #
 # The caller sets: repo (the checkout), out (the variant's folder under build/), step and fail (its logging).
 # variant_build ENV_ASSIGNMENT... [-- PIP_WHEEL_ARGS...] then sets: py (the environment's python), site (where
-# the wheel is installed), core (the installed _core*.so).
+# the wheel is installed), core (the installed _core*.so). variant_install WHEEL does the same for a wheel
+# built elsewhere (scripts/wheels.sh).
 #
 # Layout of $out: cmake/ (the build, kept: a second run only recompiles what changed), dist/ (the wheel),
 # venv/ (the environment), view/ (the checkout without torchdata_s3/, so that tests import this build).
@@ -30,8 +31,12 @@ variant_build() {
     rm -rf "$out/dist"
     env "${env_assignments[@]}" python -m pip wheel --quiet --disable-pip-version-check --no-build-isolation \
         --no-deps --wheel-dir "$out/dist" -Cbuild-dir="$out/cmake" "${wheel_args[@]}" .
+    variant_install "$out"/dist/*.whl
+}
 
-    step "installing it into a throwaway environment ($out/venv)"
+# variant_install WHEEL: installs it into $out/venv over the current environment and makes $out/view.
+variant_install() {
+    step "installing $(basename "$1") into a throwaway environment ($out/venv)"
     rm -rf "$out/venv"
     python -m venv --without-pip "$out/venv"
     py="$out/venv/bin/python"
@@ -40,7 +45,7 @@ variant_build() {
     # run their .pth files, among them the editable install's import hook, which would map torchdata_s3 to
     # the checkout and its extension whatever sys.path says.
     python -c 'import site; print("\n".join(site.getsitepackages()))' >"$site/base-site-packages.pth"
-    python -m pip install --quiet --disable-pip-version-check --no-deps --target "$site" "$out"/dist/*.whl
+    python -m pip install --quiet --disable-pip-version-check --no-deps --target "$site" "$1"
     core=$(ls "$site"/torchdata_s3/_core*.so)
     # Python runs from a view of the checkout without torchdata_s3/ (the current folder comes first on
     # sys.path and would shadow the installed copy), so that tests and fuzz targets import this build.

@@ -11,13 +11,7 @@ Writes: ``torchdata_s3.open(url, "wb")`` gives a writer whose ``close()`` commit
 
 from __future__ import annotations
 
-try:
-    import torch  # noqa: F401  (the DataPipes build on torch.utils.data)
-except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "torchdata_s3 needs PyTorch. Install the torch build for your platform first, e.g. "
-        "`pip install torch` (see https://pytorch.org/get-started/), then import torchdata_s3 again."
-    ) from error
+import importlib.util
 
 try:
     from . import _core
@@ -26,15 +20,8 @@ except ImportError as error:
 
     raise ImportError(explain(error)) from error
 
-from .checkpoint.torch_save import load, save
 from .client import ObjectInfo, ObjectSummary, S3Client
 from .config import S3Config
-from .datapipes.functional import install as _install_functional_names
-from .datapipes.lister import S3FileLister
-from .datapipes.loader import S3FileLoader
-from .datapipes.saver import S3FileSaver
-from .datapipes.shared_listing import list_files_once
-from .datasets import DatasetStateError, MissingObjectWarning, S3IterableDataset, S3MapDataset
 from .errors import (
     InvalidS3UrlError,
     S3Error,
@@ -49,6 +36,33 @@ from .errors import (
 from .opener import open
 from .url import S3Url, parse_s3_url
 from .writer import S3ObjectWriter
+
+# The client, open(), the writer and the fsspec filesystem need no PyTorch (pandas and pyarrow users reach
+# S3 through them alone); the DataPipes, datasets and checkpoints build on torch and exist only beside it.
+# A name of theirs asked for without torch raises an ImportError that says what to install (__getattr__).
+_HAS_TORCH = importlib.util.find_spec("torch") is not None
+_NEEDS_TORCH = (
+    "DatasetStateError",
+    "MissingObjectWarning",
+    "S3FileLister",
+    "S3FileLoader",
+    "S3FileSaver",
+    "S3IterableDataset",
+    "S3MapDataset",
+    "list_files_once",
+    "load",
+    "save",
+)
+if _HAS_TORCH:
+    from .checkpoint.torch_save import load, save
+    from .datapipes.functional import install as _install_functional_names
+    from .datapipes.lister import S3FileLister
+    from .datapipes.loader import S3FileLoader
+    from .datapipes.saver import S3FileSaver
+    from .datapipes.shared_listing import list_files_once
+    from .datasets import DatasetStateError, MissingObjectWarning, S3IterableDataset, S3MapDataset
+
+    _install_functional_names()
 
 __version__ = _core.__version__
 
@@ -82,14 +96,17 @@ __all__ = [
 ]
 
 _core.set_error_factory(error_from_native)
-_install_functional_names()
 
 
 def __getattr__(name: str) -> object:
     # torchdata_s3.dcp imports torch.distributed.checkpoint (seconds): only when it is first used.
     # torchdata_s3.nodes needs torchdata >= 0.10 (torchdata.nodes): only when it is first used.
     if name in ("dcp", "nodes"):
-        import importlib
-
         return importlib.import_module(f".{name}", __name__)
+    if name in _NEEDS_TORCH:
+        raise ImportError(
+            f"torchdata_s3.{name} needs PyTorch, which is not installed. Install the torch build for your "
+            "platform first (e.g. `pip install torch`, see https://pytorch.org/get-started/); the client, "
+            "torchdata_s3.open and the fsspec filesystem work without it."
+        )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
