@@ -14,39 +14,78 @@
 #              the sanitizer run (scripts/pytest-processes.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step's start, so that a CI log says where the time went (docs/development.md, "CI").
+step() { echo "test.sh: [$((SECONDS / 60)) min $((SECONDS % 60)) s] $*"; }
+toolchain_pid=""
+if (($# == 0)) && [[ "${WHEELS:-1}" != 0 ]]; then
+    # zig compiles its own libraries on first use, on one core (3 minutes): meanwhile, the installs, nginx,
+    # lint and fuzzing go on.
+    step "zig for the wheels, in the background (build/wheels-toolchain.log)"
+    mkdir -p build
+    bash scripts/wheels.sh --toolchain >build/wheels-toolchain.log 2>&1 &
+    toolchain_pid=$!
+fi
+step "installs: torch, the package (editable build), the test extras"
 scripts/install-dev.sh test,lint
 # nginx (the TLS and benchmark-endpoint tests' server) from Debian, once, before any test process: apt must
 # not run under the sanitizers' preloads, nor in two test processes at once.
+step "nginx"
 python -m benchmarks.endpoint.install
+step "lint"
 scripts/lint.sh
 checks_status=0
+aws_lc_wheel=""
+wheels_pid=""
 if (($# == 0)); then
     # A failure here is reported at the end, after the full test run has had its say too.
+    step "fuzzing"
     bash scripts/fuzz.sh "${FUZZ_SECONDS:-30}" || checks_status=$?
     if [[ "${SANITIZE:-1}" != 0 ]]; then
+        step "the sanitizer build and its tests"
         bash scripts/sanitize.sh || checks_status=$?
     fi
-    aws_lc_wheel=""
     if [[ "${WHEELS:-1}" != 0 ]]; then
-        if bash scripts/wheels.sh; then
+        step "the sdist and the cp311 wheel from it"
+        if ! wait "$toolchain_pid"; then
+            cat build/wheels-toolchain.log >&2
+            echo "test.sh: zig did not install or compile; see above" >&2
+        fi
+        if SMOKE=0 bash scripts/wheels.sh 3.11; then
             aws_lc_wheel=$(ls build/wheels/wheelhouse/torchdata_s3-*-cp311-cp311-*.whl)
         else
             checks_status=$?
         fi
     fi
     if [[ "${AWS_LC:-1}" != 0 ]]; then
+        step "the TLS tests against aws-lc"
         AWS_LC_WHEEL=$aws_lc_wheel bash scripts/aws-lc.sh || checks_status=$?
+    fi
+    if [[ -n "$aws_lc_wheel" ]]; then
+        # The other Pythons' wheels (the CRT is built: each compiles 4 files and links) and every wheel's smoke
+        # test, beside the full run, which leaves a third of a core idle: at the lowest priority, so that the
+        # tests keep their pace (docs/development.md, "CI").
+        step "the other wheels and the smoke tests, in the background (build/wheels-rest.log)"
+        nice -n 19 bash scripts/wheels.sh --continue 3.9 3.10 3.12 3.13 >build/wheels-rest.log 2>&1 &
+        wheels_pid=$!
     fi
 fi
 # Run from a folder without the source tree on sys.path, so the installed package (with its compiled
 # extension) is what gets imported; tests/ is found through --rootdir.
 # shellcheck source=scripts/pytest-processes.sh
 source scripts/pytest-processes.sh
+step "every test"
 python -m pytest --rootdir="$PWD" -c "$PWD/pyproject.toml" "${pytest_process_args[@]}" "$PWD/tests" "$@"
+if [[ -n "$wheels_pid" ]]; then
+    step "waiting for the other wheels and the smoke tests"
+    wait "$wheels_pid" || checks_status=$?
+    grep -v -e '^WARNING' -e '^INFO' build/wheels-rest.log
+fi
 if (($# == 0)) && [[ "${GENERATIONS:-1}" != 0 ]]; then
+    step "torchdata 0.11, then no torchdata"
     bash scripts/torchdata-generations.sh
 fi
+step "done"
 if ((checks_status != 0)); then
-    echo "test.sh: fuzzing, the sanitizer run or the aws-lc run failed (exit $checks_status); see above" >&2
+    echo "test.sh: fuzzing, the sanitizer run, the wheels or the aws-lc run failed (exit $checks_status); see above" >&2
     exit "$checks_status"
 fi

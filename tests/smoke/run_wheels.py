@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import boto3
@@ -36,13 +37,22 @@ def python_tag(wheel: Path) -> str:
     return match.group(1)
 
 
-def run(command: list[str], env: dict[str, str], cwd: Path) -> None:
-    print("+", " ".join(command), flush=True)
-    subprocess.run(command, env=env, cwd=cwd, check=True)
+class SmokeFailed(Exception):
+    """A step of a wheel's smoke test failed; the message holds everything the steps printed."""
 
 
-def smoke(work: Path, python: str, wheel: Path, endpoint_url: str, bucket: str) -> float:
+def run(command: list[str], env: dict[str, str], cwd: Path, log: list[str]) -> None:
+    log.append("+ " + " ".join(command))
+    result = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True)
+    log.append(result.stdout + result.stderr)
+    if result.returncode != 0:
+        raise SmokeFailed(f"exit {result.returncode}: {' '.join(command)}")
+
+
+def smoke(work: Path, python: str, wheel: Path, endpoint_url: str, bucket: str) -> tuple[float, str]:
+    """Returns the seconds it took and what it printed; raises SmokeFailed (with the output) on failure."""
     started = time.monotonic()
+    log: list[str] = [f"== {wheel.name} with {python}"]
     tag = python_tag(wheel)
     venv = work / f"venv-{tag}"
     shutil.rmtree(venv, ignore_errors=True)
@@ -61,13 +71,13 @@ def smoke(work: Path, python: str, wheel: Path, endpoint_url: str, bucket: str) 
         "AWS_SHARED_CREDENTIALS_FILE": str(work / "no-aws-credentials"),
     }
     packages = [str(wheel), "fsspec", *TORCH_PYTHONS.get(tag, [])]
-    run(
-        [str(venv / "bin/python"), "-m", "pip", "install", "--quiet", "--only-binary=:all:", *packages],
-        env,
-        work,
-    )
-    run([str(venv / "bin/python"), str(CHECK), bucket], env, work)
-    return time.monotonic() - started
+    pip_install = [str(venv / "bin/python"), "-m", "pip", "install", "--quiet", "--only-binary=:all:"]
+    try:
+        run([*pip_install, *packages], env, work, log)
+        run([str(venv / "bin/python"), str(CHECK), bucket], env, work, log)
+    except SmokeFailed as error:
+        raise SmokeFailed("\n".join([*log, str(error)])) from None
+    return time.monotonic() - started, "\n".join(log)
 
 
 def main(argv: list[str]) -> int:
@@ -87,16 +97,33 @@ def main(argv: list[str]) -> int:
             aws_access_key_id="smoke-access-key",
             aws_secret_access_key="smoke-secret-key",
         )
-        for python, wheel in pairs:
-            bucket = f"smoke-{python_tag(wheel)}"
-            s3.create_bucket(Bucket=bucket)
-            print(f"== {wheel.name} with {python}", flush=True)
-            times.append((wheel.name, smoke(work, python, wheel, server.endpoint_url, bucket)))
+        for _, wheel in pairs:
+            s3.create_bucket(Bucket=f"smoke-{python_tag(wheel)}")
+        # Two at a time: each mostly waits on pip unpacking and on the server.
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            futures = {
+                pool.submit(
+                    smoke, work, python, wheel, server.endpoint_url, f"smoke-{python_tag(wheel)}"
+                ): wheel
+                for python, wheel in pairs
+            }
+            failed = []
+            for future in as_completed(futures):
+                try:
+                    seconds, output = future.result()
+                except SmokeFailed as error:
+                    print(error, flush=True)
+                    failed.append(futures[future].name)
+                else:
+                    print(output, flush=True)
+                    times.append((futures[future].name, seconds))
     finally:
         server.stop()
     for name, seconds in times:
         print(f"smoke: {name} passed in {seconds:.0f} s")
-    return 0
+    for name in failed:
+        print(f"smoke: {name} FAILED (its output is above)")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
