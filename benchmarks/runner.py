@@ -15,7 +15,9 @@ from benchmarks.clients.common import Context
 from benchmarks.endpoint.access_log import AccessLog
 from benchmarks.workloads import WORKLOADS
 
-REPO = Path(__file__).resolve().parent.parent
+# Not resolved: started from a view of the checkout that imports another build (scripts/variant-build.sh),
+# the measurement processes run in that view too, and import that build rather than the checkout's sources.
+REPO = Path(__file__).absolute().parent.parent
 
 # Credentials the local endpoint ignores; set so that no client goes looking for real ones.
 BENCH_ENVIRONMENT = {
