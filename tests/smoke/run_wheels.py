@@ -24,8 +24,8 @@ import boto3
 from tests.s3_server import MotoServer
 
 # The one torch build on this machine's disk is for CPython 3.11 (torch 2.13.0, CPU; numpy beside it, as users
-# have it: torch warns without it); from the registry,
-# torch for other Pythons is a CUDA build of several GB, which CI must not download.
+# have it: torch warns without it); from the registry, torch for other Pythons is a CUDA build of several GB,
+# which CI must not download.
 TORCH_PYTHONS = {"cp311": ["torch==2.13.0", "torchdata==0.11.0", "numpy"]}
 CHECK = Path(__file__).with_name("check_wheel.py")
 
