@@ -254,6 +254,29 @@ _crt_insert_after("aws-c-io/source/s2n/s2n_tls_channel_handler.c"
     }
 ")
 
+# aws-c-io: a failed handshake waits out s2n's blinding delay (10-30 s) before the caller hears of it.
+#
+# When s2n rejects what the peer sent, it picks a random delay of 10-30 s (its "blinding") and aws-c-io holds
+# the connection's close for that long: a peer timing how long the rejection took learns nothing, which defeats
+# timing attacks on record decryption (Lucky 13 against CBC suites, which the CRT's default security policy
+# still offers). On an established connection that close is all the delay holds back: aws-c-http fails the
+# request at once and the S3 client retries on another connection. A failed handshake, though, reaches the S3
+# client only when its connection has closed, so every bad certificate cost 10-30 s. Nothing secret is timed
+# there: the client fails the handshake on what the server showed (certificate, host name, dates, protocol),
+# which the server knows, and a tampered handshake record is keyed to that one handshake. So the delay now
+# applies only to connections whose handshake had succeeded, and s2n's own default (10-30 s) stays in force
+# for them (csrc/tls_failures.cpp, docs/configuration.md "TLS").
+# Tests: tests/integration/test_tls.py (failed handshakes fail within seconds) and
+# test_tls_blinding.py (a tampered record after the handshake: the request is retried at once and exact,
+# the tampered connection closes only after 10 s or more).
+_crt_replace("aws-c-io/source/s2n/s2n_tls_channel_handler.c"
+"    uint64_t shutdown_delay = s2n_connection_get_delay(s2n_handler->connection);
+"
+"    /* torchdata_s3 fix (cmake/AwsCrtPatches.cmake): s2n's blinding only after a completed handshake. */
+    uint64_t shutdown_delay =
+        s2n_handler->state == NEGOTIATION_SUCCEEDED ? s2n_connection_get_delay(s2n_handler->connection) : 0;
+")
+
 # aws-c-s3: a GET part can land where its reader wants it, instead of in a pool buffer copied out later.
 #
 # A whole-object read() of 64 MiB paid three copies per byte: socket to channel message (kernel), message to the

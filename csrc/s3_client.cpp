@@ -162,9 +162,6 @@ void S3Client::create_client() {
         tls_ctx_ = aws_tls_client_ctx_new(alloc, &tls_options);
         aws_tls_ctx_options_clean_up(&tls_options);
         if (!tls_ctx_) throw_crt_error("creating the TLS context");
-        // A failed handshake must reach the caller at once, with its reason (see tls_failures.h).
-        disable_blinding_delay(tls_ctx_);
-        enable_multi_record_reads(tls_ctx_);
         aws_tls_connection_options_init_from_ctx(&tls_connection, tls_ctx_);
         const uint16_t port = options_.endpoint_port != 0 ? options_.endpoint_port : 443;
         tls_watch_.reset(new TlsHandshakeWatch(options_.endpoint_host + ":" + std::to_string(port)));

@@ -1,13 +1,33 @@
 #include "tls_failures.h"
 
 #include <aws/common/atomics.h>
+#include <aws/io/io.h>
 #include <aws/io/retry_strategy.h>
-#include <aws/io/tls_channel_handler.h>
 #include <s2n.h>
 
 #include <mutex>
 
 #include "proxy_tunnel.h"
+
+// s2n's blinding delay, and why it applies after the handshake only.
+//
+// When s2n rejects what the peer sent, it picks a delay, uniform in 10-30 s by default, and aws-c-io holds the
+// close of that connection for that long (S2N_SELF_SERVICE_BLINDING). The delay defeats timing attacks that
+// measure how long a rejection took: Lucky 13 against CBC record decryption, which the CRT's default security
+// policy (AWS-CRT-SDK-TLSv1.0-2025-PQ) still offers for servers that want it. So it is not simply turned off:
+// - After the handshake, what s2n rejects is a record that does not decrypt or authenticate: exactly what such
+//   an attack sends. s2n's default delay stays. It holds back only that connection's close: aws-c-http fails
+//   the request at once and the S3 client retries it on another connection after the retry strategy's
+//   jittered backoff (uniform over at least 0-500 ms, far wider than the microseconds such an attack
+//   resolves), so readers do not wait and the exit of the process does not either
+//   (tests/integration/test_tls_blinding.py).
+// - During the handshake, the client rejects what the server presented: a certificate it does not trust, a
+//   wrong host name or date, a protocol it refuses, bytes that are not TLS. The server knows all of that
+//   already, so the time the rejection takes reveals nothing; a tampered handshake record is keyed to that one
+//   handshake, so it cannot be replayed to average out noise. And here the delay hurts: the S3 client hears of
+//   a failed connection only once it has closed, so every bad certificate cost 10-30 s (and a retry) before
+//   its error. A patch of aws-c-io (cmake/AwsCrtPatches.cmake) applies the delay only to connections whose
+//   handshake had succeeded (tests/integration/test_tls.py: each handshake failure within seconds).
 
 namespace torchdata_s3 {
 namespace {
@@ -65,41 +85,6 @@ void TlsHandshakeWatch::record_failure(TlsHandshakeFailure failure, bool permane
 TlsHandshakeFailure latest_tls_handshake_failure() {
     std::lock_guard<std::mutex> lock(g_latest_mutex);
     return g_latest;
-}
-
-namespace {
-
-// aws-c-io's s2n context begins with the public aws_tls_ctx (whose impl points back at the context itself)
-// followed by its s2n_config. aws-c-io offers no setter for the blinding delay, so it is set on that config.
-struct S2nContextPrefix {
-    aws_tls_ctx ctx;
-    s2n_config* config;
-};
-
-s2n_config* s2n_config_of(aws_tls_ctx* ctx) {
-    // The layout check: the context's impl is the context itself (see the pinned aws-c-io's s2n handler).
-    if (ctx == nullptr || ctx->impl != static_cast<void*>(ctx)) return nullptr;
-    return reinterpret_cast<S2nContextPrefix*>(ctx)->config;
-}
-
-}  // namespace
-
-bool enable_multi_record_reads(aws_tls_ctx* ctx) {
-    s2n_config* config = s2n_config_of(ctx);
-    // aws-c-io hands s2n_recv a channel message of up to the process's message size (crt_runtime.cpp raises
-    // it to 256 KiB), but s2n returns one TLS record (at most 16 KiB) per call unless told it may return
-    // several: without this, TLS would undo the larger messages, each record costing a trip through the
-    // HTTP and S3 layers.
-    return config != nullptr && s2n_config_set_recv_multi_record(config, true) == S2N_SUCCESS;
-}
-
-bool disable_blinding_delay(aws_tls_ctx* ctx) {
-    s2n_config* config = s2n_config_of(ctx);
-    if (config == nullptr) return false;
-    // Blinding hides from a peer how long a failed check took, against timing attacks that need millions of
-    // failed attempts (Lucky 13). A client that gives up after max_retries attempts per request never offers
-    // those; what it would cost is a 10-30 s wait before every TLS error reaches the user.
-    return s2n_config_set_max_blinding_delay(config, 0) == S2N_SUCCESS;
 }
 
 namespace {

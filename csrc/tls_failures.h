@@ -1,12 +1,13 @@
 // TLS handshake failures: their cause, and failing fast on them.
 //
 // The CRT reports every failed handshake as AWS_IO_TLS_ERROR_NEGOTIATION_FAILURE and only logs s2n's reason
-// (untrusted certificate, wrong host, expired, not TLS at all). It then holds the failed connection for s2n's
-// "blinding" delay (10-30 s) before the request hears of it, and the S3 client retries the connection, up to
-// max_retries times, although a certificate the client does not trust will not become trusted by retrying.
-// This file records s2n's reason as the handshake fails (on the event loop thread, where s2n_errno is still
-// set), turns the blinding delay off, and offers a retry strategy that stops retrying while a client's
-// handshakes fail for a reason a retry cannot fix.
+// (untrusted certificate, wrong host, expired, not TLS at all), and the S3 client retries the connection, up
+// to max_retries times, although a certificate the client does not trust will not become trusted by
+// retrying. This file records s2n's reason as the handshake fails (on the event loop thread, where s2n_errno
+// is still set) and offers a retry strategy that stops retrying while a client's handshakes fail for a reason
+// a retry cannot fix.
+//
+// s2n's blinding delay is kept after the handshake and skipped during it: why, in tls_failures.cpp.
 #pragma once
 
 #include <atomic>
@@ -14,7 +15,6 @@
 
 struct aws_allocator;
 struct aws_retry_strategy;
-struct aws_tls_ctx;
 
 namespace torchdata_s3 {
 
@@ -58,15 +58,6 @@ constexpr const char* kNotTlsReason = "NOT_TLS";
 // error is described with it. (Two clients failing at once against different endpoints could swap reasons;
 // the endpoint is recorded so that a message never names the wrong host.)
 TlsHandshakeFailure latest_tls_handshake_failure();
-
-// Turns off s2n's blinding delay for connections made with `ctx` (an s2n context of aws-c-io). False if the
-// context is not laid out as expected, which leaves the delay on: slower failures, nothing worse.
-bool disable_blinding_delay(aws_tls_ctx* ctx);
-
-// Lets one read of a connection made with `ctx` return several TLS records (up to the channel message size)
-// instead of one: large objects then cost as few trips through the channel as over plain HTTP. False if the
-// context is not laid out as expected (see disable_blinding_delay).
-bool enable_multi_record_reads(aws_tls_ctx* ctx);
 
 // A retry strategy that hands every decision to `inner`, except that it refuses to retry while
 // `watch->failing_for_good()`, or `proxy_watch->refusing_for_good()` (proxy_tunnel.h; null without a proxy).

@@ -4,10 +4,12 @@
 # that it does not load the system's libcrypto, and runs the TLS tests against it. Never touches the
 # editable install.
 #
-# Usage: scripts/aws-lc.sh [pytest arguments]     (default: the TLS tests, test_tls.py and test_tls_faults.py)
+# Usage: scripts/aws-lc.sh [pytest arguments]     (default: the TLS tests: test_tls.py, test_tls_faults.py,
+#                                                  test_tls_blinding.py)
 # Environment: TORCHDATA_S3_AWSCRT_ARCHIVE  offline CRT sources, passed on to the build
 #              AWS_LC_WHEEL                 a wheel built with aws-lc to test instead of building one (what
 #                                           scripts/test.sh passes: the cp311 wheel scripts/wheels.sh made)
+#              TEST_PROCESSES               processes of the test run (scripts/pytest-processes.sh)
 #
 # Everything lives in build/aws-lc (layout: scripts/variant-build.sh).
 set -euo pipefail
@@ -37,6 +39,11 @@ variant_check_import
 echo "aws-lc: $core imported; no shared libcrypto"
 
 step "TLS tests against the aws-lc build"
-if (($# == 0)); then set -- tests/integration/test_tls.py tests/integration/test_tls_faults.py; fi
-(cd "$out/view" && "$py" -m pytest --rootdir="$out/view" -c "$out/view/pyproject.toml" -p no:cacheprovider "$@")
+if (($# == 0)); then
+    set -- tests/integration/test_tls.py tests/integration/test_tls_faults.py tests/integration/test_tls_blinding.py
+fi
+# shellcheck source=scripts/pytest-processes.sh
+source scripts/pytest-processes.sh
+(cd "$out/view" && "$py" -m pytest --rootdir="$out/view" -c "$out/view/pyproject.toml" -p no:cacheprovider \
+    "${pytest_process_args[@]}" "$@")
 step "done"

@@ -75,14 +75,15 @@ fi
 source scripts/pytest-processes.sh
 step "every test"
 python -m pytest --rootdir="$PWD" -c "$PWD/pyproject.toml" "${pytest_process_args[@]}" "$PWD/tests" "$@"
+if (($# == 0)) && [[ "${GENERATIONS:-1}" != 0 ]]; then
+    # Beside the last wheels and their smoke tests, which wait on pip and servers for much of their time.
+    step "torchdata 0.11, then no torchdata"
+    bash scripts/torchdata-generations.sh
+fi
 if [[ -n "$wheels_pid" ]]; then
     step "waiting for the other wheels and the smoke tests"
     wait "$wheels_pid" || checks_status=$?
     grep -v -e '^WARNING' -e '^INFO' build/wheels-rest.log
-fi
-if (($# == 0)) && [[ "${GENERATIONS:-1}" != 0 ]]; then
-    step "torchdata 0.11, then no torchdata"
-    bash scripts/torchdata-generations.sh
 fi
 step "done"
 if ((checks_status != 0)); then

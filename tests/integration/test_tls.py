@@ -1,7 +1,8 @@
 """HTTPS: nginx serving TLS on loopback with certificates made for this session (valid, wrong host, expired).
 
 Objects arrive byte-exact with every way of trusting the CA; every way a handshake can fail raises a typed
-error naming the cause and the fix within a few seconds (no blinding delay, no retries that cannot help).
+error naming the cause and the fix within a few seconds (no blinding delay for a failed handshake,
+no retries that cannot help; test_tls_blinding.py shows where the delay stays).
 """
 
 from __future__ import annotations
