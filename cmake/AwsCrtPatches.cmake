@@ -277,6 +277,114 @@ _crt_replace("aws-c-io/source/s2n/s2n_tls_channel_handler.c"
         s2n_handler->state == NEGOTIATION_SUCCEEDED ? s2n_connection_get_delay(s2n_handler->connection) : 0;
 ")
 
+# aws-c-auth: one failed credentials refresh fails every request, although the keys in hand are still valid.
+#
+# The cached provider (which the default chain puts in front of the container, web-identity and instance
+# providers) asks its source again 5 minutes before the credentials expire. If that one refresh fails (the
+# container credentials endpoint answering 500 for a few seconds, say), it throws the cached credentials away
+# and hands "no credentials" to every request waiting for them: reads fail with
+# AWS_AUTH_SIGNING_NO_CREDENTIALS with minutes of validity left, and each later request asks the source again
+# at once. botocore keeps keys that are still valid through a failed refresh; so does this now: a failed
+# refresh keeps credentials that stay valid for more than 10 s (a request signed with them still reaches
+# S3 in time), hands them to the waiting requests and tries again after a backoff (1, 2, 4 ... 32 s, never
+# past half the time they stay usable). Credentials that are no longer usable are dropped as before, and the
+# error reaches the request. Second fix: credentials that live less than the 5-minute early-refresh window
+# (short sessions, and the tests' rotation) were refreshed on every request, one HTTP round trip to the source
+# per request signed; they are now refreshed at half their remaining life.
+# Tests: tests/integration/test_credential_refresh.py.
+_crt_insert_after("aws-c-auth/source/credentials_provider_cached.c"
+"    aws_io_clock_fn *system_clock_fn;
+    struct aws_linked_list pending_queries;
+"
+"    /* torchdata_s3 fix (cmake/AwsCrtPatches.cmake): refreshes failed in a row, for the backoff. */
+    uint32_t failed_refreshes;
+")
+_crt_insert_after("aws-c-auth/source/credentials_provider_cached.c"
+"    uint32_t failed_refreshes;
+};
+"
+"
+/* torchdata_s3 fix (cmake/AwsCrtPatches.cmake): how much longer the cached credentials may sign requests
+ * (0: no longer; UINT64_MAX: they do not expire), keeping a margin before their expiration. */
+#define TORCHDATA_S3_EXPIRATION_MARGIN_SECONDS 10
+static uint64_t s_torchdata_s3_usable_for_ns(struct aws_credentials_provider_cached *impl) {
+    uint64_t expiration = aws_credentials_get_expiration_timepoint_seconds(impl->cached_credentials);
+    if (expiration == UINT64_MAX) {
+        return UINT64_MAX;
+    }
+    uint64_t system_now = 0;
+    if (impl->system_clock_fn(&system_now)) {
+        return 0;
+    }
+    uint64_t now_seconds = aws_timestamp_convert(system_now, AWS_TIMESTAMP_NANOS, AWS_TIMESTAMP_SECS, NULL);
+    if (expiration <= now_seconds + TORCHDATA_S3_EXPIRATION_MARGIN_SECONDS) {
+        return 0;
+    }
+    return aws_timestamp_convert(
+        expiration - now_seconds - TORCHDATA_S3_EXPIRATION_MARGIN_SECONDS,
+        AWS_TIMESTAMP_SECS,
+        AWS_TIMESTAMP_NANOS,
+        NULL);
+}
+")
+_crt_replace("aws-c-auth/source/credentials_provider_cached.c"
+"                } else {
+                    next_refresh_time_in_ns = high_res_now;
+                }
+"
+"                } else if (credentials_expiration_timepoint_seconds > system_now_seconds) {
+                    /* torchdata_s3 fix (cmake/AwsCrtPatches.cmake): at half the remaining life. */
+                    next_refresh_time_in_ns = high_res_now + aws_timestamp_convert(
+                                                                 credentials_expiration_timepoint_seconds -
+                                                                     system_now_seconds,
+                                                                 AWS_TIMESTAMP_SECS,
+                                                                 AWS_TIMESTAMP_NANOS,
+                                                                 NULL) /
+                                                                 2;
+                } else {
+                    next_refresh_time_in_ns = high_res_now;
+                }
+")
+_crt_replace("aws-c-auth/source/credentials_provider_cached.c"
+"    impl->next_refresh_time = next_refresh_time_in_ns;
+"
+"    /* torchdata_s3 fix (cmake/AwsCrtPatches.cmake): a failed refresh keeps credentials still usable. */
+    if (credentials == NULL && impl->cached_credentials != NULL) {
+        uint64_t usable_for_ns = s_torchdata_s3_usable_for_ns(impl);
+        if (usable_for_ns > 0) {
+            uint32_t doublings = impl->failed_refreshes < 5 ? impl->failed_refreshes : 5;
+            impl->failed_refreshes += 1;
+            uint64_t backoff_ns =
+                aws_timestamp_convert((uint64_t)1 << doublings, AWS_TIMESTAMP_SECS, AWS_TIMESTAMP_NANOS, NULL);
+            if (backoff_ns > usable_for_ns / 2) {
+                backoff_ns = usable_for_ns / 2;
+            }
+            if (backoff_ns < 100 * 1000 * 1000) {
+                backoff_ns = 100 * 1000 * 1000;
+            }
+            impl->next_refresh_time = aws_add_u64_saturating(high_res_now, backoff_ns);
+            AWS_LOGF_WARN(
+                AWS_LS_AUTH_CREDENTIALS_PROVIDER,
+                \"(id=%p) Cached credentials provider could not refresh credentials (%s); the current ones are \"
+                \"still valid and stay in use, next attempt in %\" PRIu64 \" ms\",
+                (void *)provider,
+                aws_error_name(error_code),
+                aws_timestamp_convert(backoff_ns, AWS_TIMESTAMP_NANOS, AWS_TIMESTAMP_MILLIS, NULL));
+            struct aws_credentials *kept = impl->cached_credentials;
+            aws_credentials_acquire(kept);
+            aws_mutex_unlock(&impl->lock);
+            s_aws_credentials_query_list_notify_and_clean_up(
+                &pending_queries, provider->allocator, kept, AWS_ERROR_SUCCESS);
+            aws_credentials_release(kept);
+            return;
+        }
+    }
+    if (credentials != NULL) {
+        impl->failed_refreshes = 0;
+    }
+    impl->next_refresh_time = next_refresh_time_in_ns;
+")
+
 # aws-c-s3: a GET part can land where its reader wants it, instead of in a pool buffer copied out later.
 #
 # A whole-object read() of 64 MiB paid three copies per byte: socket to channel message (kernel), message to the

@@ -132,6 +132,16 @@ def any_request(request: ProxiedRequest) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
+class ErrorAnswer:
+    """An S3 error answer: HTTP status and reason, then the error document's Code and Message."""
+
+    status: int
+    reason: str
+    code: str
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
 class RequestRecord:
     """What the proxy saw and did: one entry per request, in order of arrival."""
 
@@ -179,6 +189,8 @@ class FaultProxy:
         self._forced: collections.deque[Fault] = collections.deque()
         self._injected: collections.Counter[Fault] = collections.Counter()
         self._records: list[RequestRecord] = []
+        self._gate: Optional[Callable[[ProxiedRequest], Optional[ErrorAnswer]]] = None
+        self._refused: collections.Counter[str] = collections.Counter()
         self.record_bodies = False  # keep each request's body in its record (uploads are checked at the wire)
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
@@ -214,6 +226,18 @@ class FaultProxy:
             if eligible is not None:
                 self._eligible = eligible
             self._forced.extend([fault] * count)
+
+    def set_gate(self, gate: Optional[Callable[[ProxiedRequest], Optional[ErrorAnswer]]]) -> None:
+        """`gate` sees every request first: an ErrorAnswer it returns is sent instead of forwarding (as S3
+        refuses a request: an expired token, a rate exceeded), and counted in `refused` by its code."""
+        with self._lock:
+            self._gate = gate
+
+    @property
+    def refused(self) -> collections.Counter[str]:
+        """How many requests the gate refused, by error code."""
+        with self._lock:
+            return collections.Counter(self._refused)
 
     def forget_forced(self) -> None:
         """Drops the forced faults not injected yet."""
@@ -380,21 +404,24 @@ class FaultProxy:
         if fault is Fault.FLIP_REQUEST_BYTE and body:
             middle = len(body) // 2
             body = body[:middle] + bytes([body[middle] ^ 0xFF]) + body[middle + 1 :]
+        with self._lock:
+            gate = self._gate
+        refusal = gate(request) if gate is not None else None
+        if refusal is not None:
+            with self._lock:
+                self._refused[refusal.code] += 1
+            self._record(request, None, refusal.status)
+            connection.sendall(_error_answer(refusal))
+            return _keeps_alive(request)
         if fault in (Fault.DROP, Fault.NO_ANSWER):
             self._record(request, fault, 0)
             if fault is Fault.NO_ANSWER:
                 self._stay_silent(connection)
             return False
         if fault in _ERROR_DOCUMENTS:
-            status, reason, code, message = _ERROR_DOCUMENTS[fault]
-            document = (
-                '<?xml version="1.0" encoding="UTF-8"?>\n'
-                f"<Error><Code>{code}</Code><Message>{message}</Message>"
-                f"<RequestId>fault-proxy</RequestId></Error>"
-            ).encode()
-            head = _response_head(status, reason, [("Content-Type", "application/xml")], len(document))
-            self._record(request, fault, status)
-            connection.sendall(head + document)
+            answer = ErrorAnswer(*_ERROR_DOCUMENTS[fault])
+            self._record(request, fault, answer.status)
+            connection.sendall(_error_answer(answer))
             return _keeps_alive(request)
 
         status, reason, headers, payload = self._forward(request, body)
@@ -458,6 +485,16 @@ class FaultProxy:
                         continue  # TLS bytes that made no application data yet
                     except OSError:
                         return
+
+
+def _error_answer(answer: ErrorAnswer) -> bytes:
+    document = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Error><Code>{answer.code}</Code><Message>{answer.message}</Message>"
+        f"<RequestId>fault-proxy</RequestId></Error>"
+    ).encode()
+    head = _response_head(answer.status, answer.reason, [("Content-Type", "application/xml")], len(document))
+    return head + document
 
 
 def _response_head(status: int, reason: str, headers: list[tuple[str, str]], length: int) -> bytes:

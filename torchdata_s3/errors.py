@@ -35,6 +35,8 @@ catalogue (situation, class, message, remedy) is docs/errors.md.
 from __future__ import annotations
 
 import errno
+import os
+from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any, ClassVar, Optional
 
@@ -150,6 +152,44 @@ CREDENTIALS_HOW_TO = (
     "name a profile of the shared credentials file (AWS_PROFILE or profile=...), pass access_key_id= and "
     "secret_access_key=, or use anonymous=True for public objects"
 )
+# Where the container credentials endpoint is when only a path is given (the ECS agent's address).
+_ECS_AGENT = "http://169.254.170.2"
+
+
+def no_credentials_hint(environ: Mapping[str, str]) -> str:
+    """Why a request found no credentials to sign with, and what to do: the CRT's default chain asks the
+    environment's keys, the shared files, then one of web identity, the container endpoint or instance
+    metadata, as `environ` selects them; with nothing of that set, how to provide credentials."""
+    web_identity_file = environ.get("AWS_WEB_IDENTITY_TOKEN_FILE")
+    container_url = environ.get("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+    relative = environ.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+    if web_identity_file and environ.get("AWS_ROLE_ARN"):
+        return (
+            f"no valid credentials came from web identity (the token in {web_identity_file}, "
+            f"AWS_WEB_IDENTITY_TOKEN_FILE, for the role {environ['AWS_ROLE_ARN']}, AWS_ROLE_ARN) through "
+            "STS: check that the token file is there and current (the platform rotates it) and that STS is "
+            "reachable from this process"
+        )
+    if container_url or relative:
+        url, variable = (
+            (container_url, "AWS_CONTAINER_CREDENTIALS_FULL_URI")
+            if container_url
+            else (_ECS_AGENT + str(relative), "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+        )
+        return (
+            f"no valid credentials came from the container credentials endpoint {url} ({variable}): it did "
+            "not answer, answered an error, or its credentials had expired; check that the endpoint (the "
+            "ECS or EKS Pod Identity agent) is running and reachable from this process"
+        )
+    if environ.get("AWS_EC2_METADATA_DISABLED", "false").lower() != "true":
+        return (
+            "no credentials were found, and the instance metadata service (169.254.169.254) gave none: on "
+            f"EC2, check the instance's role and that the metadata service is reachable; elsewhere, "
+            f"{CREDENTIALS_HOW_TO}"
+        )
+    return f"no credentials were found: {CREDENTIALS_HOW_TO}"
+
+
 _PERMISSION_HINTS = {
     "AccessDenied": "the credentials were accepted but may not do this; check the IAM and bucket policies "
     "(anonymous requests reach only public objects)",
@@ -289,7 +329,7 @@ def _classify(info: dict) -> tuple[type, str]:
         return S3PermissionError, _PERMISSION_HINTS[code]
     if status == 0 and crt.startswith("AWS_AUTH_"):
         # The request was never sent: the CRT's provider chain found no credentials to sign it with.
-        return S3PermissionError, f"no credentials were found: {CREDENTIALS_HOW_TO}"
+        return S3PermissionError, no_credentials_hint(os.environ)
     if status == 403:
         return S3PermissionError, _PERMISSION_HINT
     if code in _REGION_CODES or status == 301:

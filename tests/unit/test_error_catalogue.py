@@ -14,7 +14,13 @@ import pytest
 
 import torchdata_s3
 from tests.unit.test_errors import native_info
-from torchdata_s3.errors import CREDENTIALS_HOW_TO, _classify, credentials_unavailable, error_from_native
+from torchdata_s3.errors import (
+    CREDENTIALS_HOW_TO,
+    _classify,
+    credentials_unavailable,
+    error_from_native,
+    no_credentials_hint,
+)
 
 CATALOGUE = (Path(__file__).resolve().parents[2] / "docs" / "errors.md").read_text()
 
@@ -157,6 +163,36 @@ def test_every_hint_is_in_the_catalogue_with_its_class(fields: dict) -> None:
     assert rows, f"docs/errors.md has no row ending with {sentence!r}"
     assert any(named(row[1])[0] == cls.__name__ for row in rows), (cls, rows)
     assert str(error_from_native(info)).endswith(f". {sentence}")
+
+
+@pytest.mark.parametrize(
+    ("environ", "placeholders"),
+    [
+        ({"AWS_EC2_METADATA_DISABLED": "true"}, {}),
+        ({}, {}),
+        (
+            {"AWS_CONTAINER_CREDENTIALS_FULL_URI": "<url>"},
+            {"AWS_CONTAINER_CREDENTIALS_FULL_URI": "<variable>"},
+        ),
+        (
+            {"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/v2/credentials/id"},
+            {
+                "http://169.254.170.2/v2/credentials/id": "<url>",
+                "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "<variable>",
+            },
+        ),
+        ({"AWS_WEB_IDENTITY_TOKEN_FILE": "<file>", "AWS_ROLE_ARN": "<role>"}, {}),
+    ],
+    ids=["nothing", "instance-metadata", "container-full-uri", "container-relative-uri", "web-identity"],
+)
+def test_every_no_credentials_hint_is_in_the_catalogue(environ: dict, placeholders: dict) -> None:
+    hint = no_credentials_hint({"AWS_EC2_METADATA_DISABLED": "false", **environ})
+    for value, placeholder in placeholders.items():
+        hint = hint.replace(value, placeholder)
+    sentence = f"{hint[0].upper()}{hint[1:]}."
+    rows = [row for row in table_rows("### Requests") if sentence == row[3]]
+    assert rows, f"docs/errors.md has no row ending with {sentence!r}"
+    assert named(rows[0][1])[0] == "S3PermissionError"
 
 
 def test_credential_remedies_are_in_the_catalogue() -> None:
