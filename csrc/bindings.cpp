@@ -237,6 +237,8 @@ PYBIND11_MODULE(_core, m) {
                                "Threads of the process's shared CRT event loop group (fixed by its first client).")
         .def_property_readonly("pool_pin_budget", &S3Client::pool_pin_budget,
                                "Above this many pinned bytes, arriving parts are copied out of the pool.")
+        .def_property_readonly("pacing_rate", &S3Client::pacing_rate,
+                               "Requests per second the client paces at since the endpoint throttled; 0: unpaced.")
         .def_property_readonly("landed_bytes", &S3Client::landed_bytes,
                                "Bytes received straight into a read()'s result, with no copy out of the pool.")
         .def(py::init([](const std::string& region, const std::string& endpoint_scheme,
@@ -248,7 +250,8 @@ PYBIND11_MODULE(_core, m) {
                          uint32_t connect_timeout_ms, uint32_t stall_timeout_s, uint32_t max_retries, bool verify_tls,
                          const std::string& ca_file, uint16_t event_loop_threads, const std::string& proxy_host,
                          uint16_t proxy_port, const std::string& proxy_username, const std::string& proxy_password,
-                         uint64_t multipart_threshold_bytes, bool requester_pays) {
+                         uint64_t multipart_threshold_bytes, bool requester_pays, uint32_t retry_backoff_ms,
+                         bool adaptive_rate, uint32_t max_throttle_retries) {
                  ClientOptions o;
                  o.region = region;
                  o.endpoint_scheme = endpoint_scheme;
@@ -277,6 +280,9 @@ PYBIND11_MODULE(_core, m) {
                  o.proxy_password = proxy_password;
                  o.multipart_threshold_bytes = multipart_threshold_bytes;
                  o.requester_pays = requester_pays;
+                 o.retry_backoff_ms = retry_backoff_ms;
+                 o.adaptive_rate = adaptive_rate;
+                 o.max_throttle_retries = max_throttle_retries;
                  return make_client(std::move(o));
              }),
              py::kw_only(), py::arg("region"), py::arg("endpoint_scheme"), py::arg("endpoint_host"),
@@ -287,7 +293,8 @@ PYBIND11_MODULE(_core, m) {
              py::arg("stall_timeout_s"), py::arg("max_retries"), py::arg("verify_tls"), py::arg("ca_file"),
              py::arg("event_loop_threads") = 0, py::arg("proxy_host") = "", py::arg("proxy_port") = 0,
              py::arg("proxy_username") = "", py::arg("proxy_password") = "", py::arg("multipart_threshold_bytes") = 0,
-             py::arg("requester_pays") = false)
+             py::arg("requester_pays") = false, py::arg("retry_backoff_ms") = 0, py::arg("adaptive_rate") = false,
+             py::arg("max_throttle_retries") = 0)
         .def(
             "list_objects_v2",
             [](S3Client& client, const std::string& bucket, const std::string& prefix, const std::string& delimiter,

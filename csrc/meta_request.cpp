@@ -1,5 +1,6 @@
 #include "meta_request.h"
 
+#include <aws/common/clock.h>
 #include <aws/s3/s3_client.h>
 #include <unistd.h>
 
@@ -41,6 +42,7 @@ void RequestState::finish_locked(const aws_s3_meta_request_result& result) {
 
 void MetaRequest::start(S3Client& client, aws_s3_meta_request_options& options, std::shared_ptr<RequestState> state) {
     state_ = std::move(state);
+    pacer_ = client.pacer();
     creator_pid_ = getpid();
     auto* holder = new std::shared_ptr<RequestState>(state_);
     options.user_data = holder;
@@ -54,6 +56,12 @@ void MetaRequest::start(S3Client& client, aws_s3_meta_request_options& options, 
         failure.crt_error_message = aws_error_str(failure.crt_error_code);
         throw failure;
     }
+}
+
+uint64_t MetaRequest::now_ns() {
+    uint64_t now = 0;
+    aws_high_res_clock_get_ticks(&now);
+    return now;
 }
 
 bool MetaRequest::usable_here() const { return CrtRuntime::owned_by_this_process(creator_pid_); }

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "request_failure.h"
+#include "send_pacer.h"
 
 struct aws_s3_meta_request;
 struct aws_s3_meta_request_options;
@@ -78,13 +79,20 @@ public:
 
     // Waits under `lock` (on the state's mutex) until `ready()` or `timeout_ms` passed (0: no limit); false on
     // timeout. Changes nothing.
+    // While the client paces its requests after throttling (send_pacer.h), a wait that runs out starts again:
+    // the request may have waited for its slot, which is the client's own restraint, not the endpoint's
+    // silence. Once the client has let no request go for `timeout_ms`, the wait ends as any other.
     template <class Ready>
     bool wait_patiently(std::unique_lock<std::mutex>& lock, Ready ready, uint32_t timeout_ms) {
         if (timeout_ms == 0) {
             state_->changed.wait(lock, ready);
             return true;
         }
-        return state_->changed.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready);
+        const auto patience = std::chrono::milliseconds(timeout_ms);
+        while (!state_->changed.wait_for(lock, patience, ready)) {
+            if (!pacer_ || !pacer_->pacing_within(now_ns(), uint64_t{timeout_ms} * 1000000)) return false;
+        }
+        return true;
     }
 
     // The same, but running out of patience fails the request ("no <waiting_for> within N ms") and cancels it.
@@ -103,7 +111,10 @@ public:
     }
 
 private:
+    static uint64_t now_ns();
+
     std::shared_ptr<RequestState> state_;
+    std::shared_ptr<const SendPacer> pacer_;  // the client's, or null
     aws_s3_meta_request* native_ = nullptr;
     pid_t creator_pid_ = 0;
 };

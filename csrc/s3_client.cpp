@@ -19,6 +19,7 @@
 #include <stdexcept>
 
 #include "proxy_tunnel.h"
+#include "retry_strategy.h"
 #include "single_attempt_retry.h"
 #include "tls_handshake_hook.h"
 
@@ -138,7 +139,6 @@ void S3Client::create_client() {
     config.max_active_connections_override = options_.max_connections;
     config.memory_limit_in_bytes = options_.memory_limit_bytes;
     config.connect_timeout_ms = options_.connect_timeout_ms;
-    config.retry_config.max_retries = options_.max_retries;  // 0 is the CRT's default (5): see below
     // Read backpressure bounds what each open object may buffer; every stream then widens its own window.
     config.enable_read_backpressure = true;
     config.initial_read_window = options_.part_size_bytes;
@@ -172,28 +172,38 @@ void S3Client::create_client() {
         config.tls_mode = AWS_MR_TLS_DISABLED;
     }
 
-    // "No retries" needs a strategy of its own: the CRT's built-in one always retries at least once. Over TLS
-    // the strategy (ours or the CRT's standard one, as the S3 client would make it) is wrapped so that it stops
-    // retrying handshakes that cannot succeed.
-    aws_retry_strategy* retry_strategy = nullptr;
+    // The CRT's strategy decides on retries and their backoff: its standard one (as the S3 client would make
+    // it, with our backoff scale), or for "no retries" one of our own, since the CRT's always retries at
+    // least once. Ours wraps it (retry_strategy.h): no retries that cannot help over TLS or a proxy, and
+    // pacing after throttling.
+    aws_retry_strategy* inner = nullptr;
     if (options_.max_retries == 0) {
-        retry_strategy = new_single_attempt_retry_strategy(alloc);
-    } else if (use_tls) {
+        inner = new_single_attempt_retry_strategy(alloc);
+    } else {
         aws_standard_retry_options standard = {};
         standard.backoff_retry_options.el_group = runtime_->bootstrap()->event_loop_group;
         standard.backoff_retry_options.max_retries = options_.max_retries;
-        retry_strategy = aws_retry_strategy_new_standard(alloc, &standard);
+        standard.backoff_retry_options.backoff_scale_factor_ms = options_.retry_backoff_ms;
+        inner = aws_retry_strategy_new_standard(alloc, &standard);
     }
-    if (retry_strategy && use_tls) {
+    RetryPolicies policies;
+    policies.max_retries = options_.max_retries;
+    policies.max_throttle_retries = options_.max_throttle_retries;
+    if (use_tls) {
+        policies.tls_watch = tls_watch_.get();
         if (!options_.proxy_host.empty()) {
             proxy_watch_.reset(new ProxyWatch(options_.proxy_host + ":" + std::to_string(options_.proxy_port)));
         }
-        aws_retry_strategy* wrapped =
-            new_tls_aware_retry_strategy(alloc, retry_strategy, tls_watch_.get(), proxy_watch_.get());
-        aws_retry_strategy_release(retry_strategy);
-        retry_strategy = wrapped;
+        policies.proxy_watch = proxy_watch_.get();
     }
-    if (!retry_strategy && (options_.max_retries == 0 || use_tls)) {
+    if (options_.adaptive_rate) {
+        pacer_ = std::make_shared<SendPacer>();
+        policies.pacer = pacer_.get();
+        policies.event_loop_group = runtime_->bootstrap()->event_loop_group;
+    }
+    aws_retry_strategy* retry_strategy = inner ? new_client_retry_strategy(alloc, inner, policies) : nullptr;
+    if (inner) aws_retry_strategy_release(inner);
+    if (!retry_strategy) {
         if (use_tls) aws_tls_connection_options_clean_up(&tls_connection);
         throw_crt_error("creating the retry strategy");
     }
@@ -247,6 +257,7 @@ S3Client::~S3Client() {
         shutdown_.release();
         tls_watch_.release();
         proxy_watch_.release();
+        new std::shared_ptr<SendPacer>(std::move(pacer_));  // leaked like the watches
         return;
     }
     aws_s3_client_release(client_);
@@ -255,6 +266,7 @@ S3Client::~S3Client() {
         shutdown_.release();
         tls_watch_.release();
         proxy_watch_.release();
+        new std::shared_ptr<SendPacer>(std::move(pacer_));  // leaked like the watches
         return;
     }
     aws_credentials_provider_release(credentials_);

@@ -11,6 +11,7 @@
 
 #include "crt_runtime.h"
 #include "proxy_tunnel.h"
+#include "send_pacer.h"
 #include "tls_failures.h"
 
 struct aws_credentials_provider;
@@ -45,9 +46,12 @@ struct ClientOptions {
     uint64_t memory_limit_bytes = 0;         // 0: the CRT's choice for the throughput target
     uint64_t read_window_bytes = 0;          // what each stream may buffer ahead of its reader (required)
 
-    uint32_t connect_timeout_ms = 0;  // 0: the CRT's default (3000 ms)
-    uint32_t stall_timeout_s = 0;     // a connection moving no byte for this long is dropped; 0: never
-    uint32_t max_retries = 0;         // 0: no retries (a single attempt)
+    uint32_t connect_timeout_ms = 0;    // 0: the CRT's default (3000 ms)
+    uint32_t stall_timeout_s = 0;       // a connection moving no byte for this long is dropped; 0: never
+    uint32_t max_retries = 0;           // 0: no retries (a single attempt)
+    uint32_t retry_backoff_ms = 0;      // the backoff's scale: retry n waits up to 2^n times this; 0: the CRT's
+    bool adaptive_rate = false;         // pace requests after throttling (send_pacer.h)
+    uint32_t max_throttle_retries = 0;  // with adaptive_rate: retries of a throttled request
 
     // A proxy to connect through (CONNECT for https, forwarding for http); empty host: none.
     std::string proxy_host;
@@ -108,6 +112,10 @@ public:
     // Bytes received straight into a reader's result, never held in a pool buffer (ObjectStream::land_in).
     void count_landed_bytes(uint64_t bytes) { landed_bytes_ += bytes; }
     uint64_t landed_bytes() const { return landed_bytes_.load(); }
+    // Requests per second the client paces at after throttling; 0 while unpaced (or without adaptive_rate).
+    double pacing_rate() const { return pacer_ ? pacer_->rate() : 0; }
+    // The pacer, or null without adaptive_rate: requests consult it while they wait (meta_request.h).
+    const std::shared_ptr<SendPacer>& pacer() const { return pacer_; }
 
 private:
     void create_client();  // the aws_s3_client and its TLS context; the constructor cleans up if it throws
@@ -127,6 +135,7 @@ private:
     // Called from CRT threads until the shutdown completes: leaked with shutdown_ when that never happens.
     std::unique_ptr<TlsHandshakeWatch> tls_watch_;
     std::unique_ptr<ProxyWatch> proxy_watch_;  // through a proxy over TLS only; kept like tls_watch_
+    std::shared_ptr<SendPacer> pacer_;         // with adaptive_rate; kept like tls_watch_
 };
 
 }  // namespace torchdata_s3

@@ -1,13 +1,9 @@
 #include "tls_failures.h"
 
-#include <aws/common/atomics.h>
-#include <aws/io/io.h>
-#include <aws/io/retry_strategy.h>
+#include <aws/common/error.h>
 #include <s2n.h>
 
 #include <mutex>
-
-#include "proxy_tunnel.h"
 
 // s2n's blinding delay, and why it applies after the handshake only.
 //
@@ -85,132 +81,6 @@ void TlsHandshakeWatch::record_failure(TlsHandshakeFailure failure, bool permane
 TlsHandshakeFailure latest_tls_handshake_failure() {
     std::lock_guard<std::mutex> lock(g_latest_mutex);
     return g_latest;
-}
-
-namespace {
-
-struct TlsAwareStrategy {
-    aws_retry_strategy base;
-    aws_retry_strategy* inner;
-    const TlsHandshakeWatch* watch;
-    const ProxyWatch* proxy_watch;  // null without a proxy
-};
-
-// Our token wraps one of the inner strategy's; token.impl is the inner token.
-aws_retry_token* inner_token_of(aws_retry_token* token) { return static_cast<aws_retry_token*>(token->impl); }
-
-struct PendingAcquire {
-    aws_retry_strategy* outer;
-    aws_retry_strategy_on_retry_token_acquired_fn* on_acquired;
-    void* user_data;
-};
-
-struct PendingRetry {
-    aws_retry_token* outer_token;
-    aws_retry_strategy_on_retry_ready_fn* retry_ready;
-    void* user_data;
-};
-
-void destroy_strategy(aws_retry_strategy* strategy) {
-    auto* self = static_cast<TlsAwareStrategy*>(strategy->impl);
-    aws_retry_strategy_release(self->inner);
-    aws_mem_release(strategy->allocator, self);
-}
-
-void on_inner_token(aws_retry_strategy*, int error_code, aws_retry_token* inner_token, void* user_data) {
-    auto* pending = static_cast<PendingAcquire*>(user_data);
-    aws_retry_strategy* outer = pending->outer;
-    auto* on_acquired = pending->on_acquired;
-    void* caller_data = pending->user_data;
-    aws_mem_release(outer->allocator, pending);
-    if (error_code != AWS_ERROR_SUCCESS) {
-        on_acquired(outer, error_code, nullptr, caller_data);
-        return;
-    }
-    auto* token = static_cast<aws_retry_token*>(aws_mem_calloc(outer->allocator, 1, sizeof(aws_retry_token)));
-    if (token == nullptr) {
-        aws_retry_token_release(inner_token);
-        on_acquired(outer, aws_last_error(), nullptr, caller_data);
-        return;
-    }
-    token->allocator = outer->allocator;
-    token->retry_strategy = outer;
-    token->impl = inner_token;
-    aws_atomic_init_int(&token->ref_count, 1);
-    aws_retry_strategy_acquire(outer);  // released with the token
-    on_acquired(outer, AWS_ERROR_SUCCESS, token, caller_data);
-}
-
-int acquire_token(aws_retry_strategy* strategy, const aws_byte_cursor* partition_id,
-                  aws_retry_strategy_on_retry_token_acquired_fn* on_acquired, void* user_data, uint64_t timeout_ms) {
-    auto* self = static_cast<TlsAwareStrategy*>(strategy->impl);
-    auto* pending = static_cast<PendingAcquire*>(aws_mem_calloc(strategy->allocator, 1, sizeof(PendingAcquire)));
-    if (pending == nullptr) return AWS_OP_ERR;
-    *pending = PendingAcquire{strategy, on_acquired, user_data};
-    if (aws_retry_strategy_acquire_retry_token(self->inner, partition_id, on_inner_token, pending, timeout_ms) !=
-        AWS_OP_SUCCESS) {
-        aws_mem_release(strategy->allocator, pending);
-        return AWS_OP_ERR;
-    }
-    return AWS_OP_SUCCESS;
-}
-
-void on_inner_retry_ready(aws_retry_token*, int error_code, void* user_data) {
-    auto* pending = static_cast<PendingRetry*>(user_data);
-    aws_retry_token* outer_token = pending->outer_token;
-    auto* retry_ready = pending->retry_ready;
-    void* caller_data = pending->user_data;
-    aws_mem_release(outer_token->allocator, pending);
-    retry_ready(outer_token, error_code, caller_data);
-}
-
-int schedule_retry(aws_retry_token* token, aws_retry_error_type error_type,
-                   aws_retry_strategy_on_retry_ready_fn* retry_ready, void* user_data) {
-    auto* self = static_cast<TlsAwareStrategy*>(token->retry_strategy->impl);
-    // The S3 client then fails the request with the error that asked for the retry (the TLS error, or the
-    // refused CONNECT).
-    if (self->watch->failing_for_good() || (self->proxy_watch != nullptr && self->proxy_watch->refusing_for_good())) {
-        return aws_raise_error(AWS_IO_MAX_RETRIES_EXCEEDED);
-    }
-    auto* pending = static_cast<PendingRetry*>(aws_mem_calloc(token->allocator, 1, sizeof(PendingRetry)));
-    if (pending == nullptr) return AWS_OP_ERR;
-    *pending = PendingRetry{token, retry_ready, user_data};
-    if (aws_retry_strategy_schedule_retry(inner_token_of(token), error_type, on_inner_retry_ready, pending) !=
-        AWS_OP_SUCCESS) {
-        aws_mem_release(token->allocator, pending);
-        return AWS_OP_ERR;
-    }
-    return AWS_OP_SUCCESS;
-}
-
-int record_success(aws_retry_token* token) { return aws_retry_token_record_success(inner_token_of(token)); }
-
-void release_token(aws_retry_token* token) {
-    aws_retry_strategy* strategy = token->retry_strategy;
-    aws_retry_token_release(inner_token_of(token));
-    aws_mem_release(token->allocator, token);
-    aws_retry_strategy_release(strategy);
-}
-
-aws_retry_strategy_vtable tls_aware_vtable = {
-    destroy_strategy, acquire_token, schedule_retry, record_success, release_token,
-};
-
-}  // namespace
-
-aws_retry_strategy* new_tls_aware_retry_strategy(aws_allocator* allocator, aws_retry_strategy* inner,
-                                                 const TlsHandshakeWatch* watch, const ProxyWatch* proxy_watch) {
-    auto* self = static_cast<TlsAwareStrategy*>(aws_mem_calloc(allocator, 1, sizeof(TlsAwareStrategy)));
-    if (self == nullptr) return nullptr;
-    self->base.allocator = allocator;
-    self->base.vtable = &tls_aware_vtable;
-    self->base.impl = self;
-    aws_atomic_init_int(&self->base.ref_count, 1);
-    self->inner = inner;
-    aws_retry_strategy_acquire(inner);
-    self->watch = watch;
-    self->proxy_watch = proxy_watch;
-    return &self->base;
 }
 
 }  // namespace torchdata_s3

@@ -4,8 +4,8 @@
 // (untrusted certificate, wrong host, expired, not TLS at all), and the S3 client retries the connection, up
 // to max_retries times, although a certificate the client does not trust will not become trusted by
 // retrying. This file records s2n's reason as the handshake fails (on the event loop thread, where s2n_errno
-// is still set) and offers a retry strategy that stops retrying while a client's handshakes fail for a reason
-// a retry cannot fix.
+// is still set), and whether a retry could fix it: the client's retry strategy (retry_strategy.h) stops
+// retrying while it cannot.
 //
 // s2n's blinding delay is kept after the handshake and skipped during it: why, in tls_failures.cpp.
 #pragma once
@@ -13,12 +13,7 @@
 #include <atomic>
 #include <string>
 
-struct aws_allocator;
-struct aws_retry_strategy;
-
 namespace torchdata_s3 {
-
-class ProxyWatch;
 
 struct TlsHandshakeFailure {
     std::string endpoint;        // "host:port" the handshake was with
@@ -58,12 +53,5 @@ constexpr const char* kNotTlsReason = "NOT_TLS";
 // error is described with it. (Two clients failing at once against different endpoints could swap reasons;
 // the endpoint is recorded so that a message never names the wrong host.)
 TlsHandshakeFailure latest_tls_handshake_failure();
-
-// A retry strategy that hands every decision to `inner`, except that it refuses to retry while
-// `watch->failing_for_good()`, or `proxy_watch->refusing_for_good()` (proxy_tunnel.h; null without a proxy).
-// Takes its own reference to `inner`; the watches must outlive the strategy's use. A new reference, or
-// nullptr with the CRT error raised.
-aws_retry_strategy* new_tls_aware_retry_strategy(aws_allocator* allocator, aws_retry_strategy* inner,
-                                                 const TlsHandshakeWatch* watch, const ProxyWatch* proxy_watch);
 
 }  // namespace torchdata_s3

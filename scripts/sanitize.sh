@@ -34,7 +34,8 @@ fail() {
 
 # The pytest subset: every test that runs our native code in-process on the paths where memory errors
 # would hide (parsing, streaming, uploads, cancellation, aborts, failures, retries, fork, exit, many
-# clients, a credentials refresh that fails: aws-c-auth's patched cache), plus the fuzz corpus, plus one TLS test per path of our TLS code (tls_failures.cpp,
+# clients, a credentials refresh that fails: aws-c-auth's patched cache, throttling: the paced retry
+# strategy), plus the fuzz corpus, plus one TLS test per path of our TLS code (tls_failures.cpp,
 # tls_handshake_hook.cpp, proxy_tunnel.cpp: a good handshake, each kind of failure, a tunnel, a refused
 # CONNECT, a connection dropped inside TLS, a tampered record whose connection closes after the blinding
 # delay: aws-c-io's patched shutdown), not every trust mode or the 1 GiB object. Left out because they add
@@ -72,6 +73,7 @@ subset=(
     "tests/integration/test_tls_faults.py::test_one_fault_inside_tls_is_retried_and_the_data_is_exact[drop]"
     tests/integration/test_tls_blinding.py::test_a_tampered_record_is_retried_at_once_and_its_connection_closes_after_the_blinding_delay
     tests/integration/test_credential_refresh.py::test_a_credentials_endpoint_outage_at_refresh_time_fails_no_read
+    tests/integration/test_throttling.py
 )
 
 step "compiler"

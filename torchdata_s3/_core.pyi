@@ -122,6 +122,9 @@ class S3Client:
         proxy_password: str = "",
         multipart_threshold_bytes: int = 0,
         requester_pays: bool = False,
+        retry_backoff_ms: int = 0,
+        adaptive_rate: bool = False,
+        max_throttle_retries: int = 0,
     ) -> None: ...
     @property
     def pinned_pool_bytes(self) -> int: ...
@@ -131,6 +134,8 @@ class S3Client:
     def pool_pin_budget(self) -> int: ...
     @property
     def landed_bytes(self) -> int: ...
+    @property
+    def pacing_rate(self) -> float: ...
     def list_objects_v2(
         self,
         bucket: str,

@@ -73,7 +73,17 @@ class S3Config:
         request_timeout_ms: the longest wait for the next piece of a response before the request is
             cancelled and :class:`~torchdata_s3.S3TimeoutError` raised [10000].
         connect_timeout_ms: TCP/TLS connect timeout per attempt [3000].
-        max_retries: retries of a failed part (5xx, SlowDown, dropped connections) [5].
+        max_retries: retries of a failed request (5xx, SlowDown, dropped connections) [5]. 0: one attempt.
+        retry_backoff_ms: the scale of the wait before a retry: retry n waits a random time up to
+            2^n times this, at most 20 s ("full jitter") [500, the CRT's].
+        adaptive_rate: pace requests once the endpoint throttles (503 SlowDown) [True]. From the first
+            throttled answer on, the client sends at 85% of the rate the endpoint admitted, raises it while
+            answers succeed and cuts it again when throttled; every attempt waits for its slot, and a
+            throttled request is retried at its slot, up to ``max_throttle_retries`` times, apart from
+            ``max_retries`` (docs/configuration.md, "Throttling"). False: a throttled request is retried
+            like a failed one, on its own backoff, within ``max_retries``.
+        max_throttle_retries: with ``adaptive_rate``, retries of a request that is throttled [20]; none
+            when ``max_retries`` is 0 (one attempt, throttled or not).
         max_list_requests: ListObjectsV2 requests in flight while a prefix is listed (split into key ranges,
             see :mod:`torchdata_s3.listing`); 1 lists one page at a time [64: about 640 requests/s at
             S3's ~100 ms per page, well within the 5,500 per second S3 serves a prefix].
@@ -114,6 +124,9 @@ class S3Config:
     request_timeout_ms: int = 10_000
     connect_timeout_ms: int = 3_000
     max_retries: int = 5
+    retry_backoff_ms: int = 500
+    adaptive_rate: bool = True
+    max_throttle_retries: int = 20
     max_list_requests: int = 64
     multipart_threshold_bytes: int = 8 * MiB
     write_window_bytes: int = 128 * MiB
@@ -159,6 +172,24 @@ class S3Config:
             raise ValueError(f"cache_dir must be None or a non-empty path, got {self.cache_dir!r}")
         if not isinstance(self.max_retries, int) or self.max_retries < 0:
             raise ValueError(f"max_retries must be an integer >= 0, got {self.max_retries!r}")
+        if (
+            not isinstance(self.retry_backoff_ms, int)
+            or isinstance(self.retry_backoff_ms, bool)
+            or not 1 <= self.retry_backoff_ms <= 60_000
+        ):
+            raise ValueError(
+                f"retry_backoff_ms must be an integer from 1 to 60000, got {self.retry_backoff_ms!r}"
+            )
+        if (
+            not isinstance(self.max_throttle_retries, int)
+            or isinstance(self.max_throttle_retries, bool)
+            or self.max_throttle_retries < 0
+        ):
+            raise ValueError(
+                f"max_throttle_retries must be an integer >= 0, got {self.max_throttle_retries!r}"
+            )
+        if not isinstance(self.adaptive_rate, bool):
+            raise ValueError(f"adaptive_rate must be True or False, got {self.adaptive_rate!r}")
         if (
             not isinstance(self.max_list_requests, int)
             or isinstance(self.max_list_requests, bool)
@@ -310,6 +341,10 @@ class S3Config:
             # retried, so a stall is usually repaired before request_timeout_ms runs out.
             "stall_timeout_s": max(1, -(-self.request_timeout_ms // 3000)),
             "max_retries": self.max_retries,
+            "retry_backoff_ms": self.retry_backoff_ms,
+            "adaptive_rate": self.adaptive_rate,
+            # max_retries=0 is one attempt, throttled or not.
+            "max_throttle_retries": self.max_throttle_retries if self.max_retries else 0,
             "verify_tls": self.verify_ssl,
             "ca_file": self.ca_file or "",
             "requester_pays": self.requester_pays,

@@ -357,7 +357,8 @@ def _classify(info: dict) -> tuple[type, str]:
     if code == "SlowDown" or crt == "AWS_ERROR_S3_SLOW_DOWN":
         return (
             S3Error,
-            "S3 is throttling requests even after retries; spread keys across prefixes or slow down",
+            "S3 is throttling requests even after retries; spread keys across prefixes, lower the request "
+            "rate (fewer workers), or allow more retries (max_throttle_retries)",
         )
     if crt == "AWS_ERROR_S3_INTERNAL_ERROR" or code == "InternalError" or 500 <= status < 600:
         return S3Error, "the endpoint kept failing with server errors through every retry; try again later"

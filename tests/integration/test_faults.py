@@ -55,6 +55,9 @@ def put(boto_s3, bucket: str, key: str, data: bytes) -> str:  # type: ignore[no-
 
 
 def config_for(proxy: FaultProxy, **overrides: object) -> S3Config:
+    # Forced SlowDowns stand for any retryable failure here: the same budget as the others (throttling's own
+    # budget and pacing: test_throttling.py).
+    overrides.setdefault("max_throttle_retries", overrides.get("max_retries", S3Config.max_retries))
     return S3Config.resolve(endpoint_url=proxy.endpoint_url, part_size_bytes=PART, **overrides)
 
 

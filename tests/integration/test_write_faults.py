@@ -49,6 +49,8 @@ def is_upload(request: ProxiedRequest) -> bool:
 def write(
     proxy: FaultProxy, url: str, data: bytes, checksum: Optional[str] = None, **options: object
 ) -> None:
+    # Forced SlowDowns stand for any retryable failure here (throttling itself: test_throttling.py).
+    options.setdefault("max_throttle_retries", options.get("max_retries", S3Config.max_retries))
     config = S3Config.resolve(endpoint_url=proxy.endpoint_url, multipart_threshold_bytes=MiB, **options)
     with S3Client(config).open(url, "wb", checksum=checksum) as writer:
         writer.write(data)
