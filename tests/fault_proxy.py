@@ -192,6 +192,7 @@ class FaultProxy:
         self._gate: Optional[Callable[[ProxiedRequest], Optional[ErrorAnswer]]] = None
         self._refused: collections.Counter[str] = collections.Counter()
         self.record_bodies = False  # keep each request's body in its record (uploads are checked at the wire)
+        self.keep_records = True  # False: keep none (a long soak would hold one per request)
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
         self._threads: list[threading.Thread] = []
@@ -380,6 +381,8 @@ class FaultProxy:
         with self._lock:
             if fault is not None:
                 self._injected[fault] += 1
+            if not self.keep_records:
+                return
             self._records.append(
                 RequestRecord(
                     request.method,

@@ -16,15 +16,12 @@ import hashlib
 import threading
 import time
 from collections.abc import Iterator
-from typing import Callable
 
-import boto3
 import pytest
 from torch.utils.data import DataLoader
 
 from tests.credentials_endpoint import (
     ContainerCredentialsEndpoint,
-    KeyTriple,
     container_credentials_endpoint,
     signing_key_of,
 )
@@ -35,6 +32,7 @@ from tests.integration.test_credentials import (  # noqa: F401 (fixtures)
     identities,
     no_credentials,
 )
+from tests.moto_iam import sts_sessions, user_client
 from tests.s3_server import MotoServer
 from torchdata_s3 import S3Client, S3Config, S3IterableDataset, S3PermissionError, client
 
@@ -58,36 +56,10 @@ EXPECTED = {f"obj{index:03d}": hashlib.sha256(body_of(index)).hexdigest() for in
 
 @pytest.fixture(scope="module")
 def objects(identities: Identities) -> None:  # noqa: F811
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=identities.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id=identities.user.access_key_id,
-        aws_secret_access_key=identities.user.secret_access_key,
-    )
+    s3 = user_client(identities, "s3")
     s3.create_bucket(Bucket=BUCKET)
     for index in range(COUNT):
         s3.put_object(Bucket=BUCKET, Key=f"obj{index:03d}", Body=body_of(index))
-
-
-def sts_sessions(identities: Identities) -> Callable[[], KeyTriple]:  # noqa: F811
-    """A new session of the server's role "trainer" per call, asked for with the IAM user's keys."""
-    sts = boto3.client(
-        "sts",
-        endpoint_url=identities.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id=identities.user.access_key_id,
-        aws_secret_access_key=identities.user.secret_access_key,
-    )
-    role_arn = f"arn:aws:iam::{sts.get_caller_identity()['Account']}:role/trainer"
-    lock = threading.Lock()
-
-    def issue() -> KeyTriple:
-        with lock:
-            session = sts.assume_role(RoleArn=role_arn, RoleSessionName="rotating")["Credentials"]
-        return session["AccessKeyId"], session["SecretAccessKey"], session["SessionToken"]
-
-    return issue
 
 
 @pytest.fixture
@@ -116,33 +88,26 @@ def rotating_endpoint(
 
 
 @pytest.fixture
-def six_second_keys(
+def rotating_keys(
+    request: pytest.FixtureRequest,
     no_credentials: Identities,  # noqa: F811
     objects: None,
     front: FaultProxy,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[ContainerCredentialsEndpoint]:
-    yield from rotating_endpoint(no_credentials, front, monkeypatch, lifetime_s=6)
-
-
-@pytest.fixture
-def thirty_six_second_keys(
-    no_credentials: Identities,  # noqa: F811
-    objects: None,
-    front: FaultProxy,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[ContainerCredentialsEndpoint]:
-    yield from rotating_endpoint(no_credentials, front, monkeypatch, lifetime_s=36)
+    """Keys living `request.param` seconds (parametrize indirectly)."""
+    yield from rotating_endpoint(no_credentials, front, monkeypatch, lifetime_s=request.param)
 
 
 def signing_keys(front: FaultProxy) -> list[str]:
     return [signing_key_of(record) for record in front.records]  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("rotating_keys", [6], indirect=True)
 def test_keys_rotating_every_few_seconds_under_load_fail_no_sample_and_no_upload(
-    six_second_keys: ContainerCredentialsEndpoint, front: FaultProxy
+    rotating_keys: ContainerCredentialsEndpoint, front: FaultProxy
 ) -> None:
-    endpoint = six_second_keys
+    endpoint = rotating_keys
     run_s = 14.0
     uploaded: list[BaseException] = []
 
@@ -186,10 +151,11 @@ def test_keys_rotating_every_few_seconds_under_load_fail_no_sample_and_no_upload
     assert epochs >= 5
 
 
+@pytest.mark.parametrize("rotating_keys", [36], indirect=True)
 def test_a_credentials_endpoint_outage_at_refresh_time_fails_no_read(
-    thirty_six_second_keys: ContainerCredentialsEndpoint, front: FaultProxy
+    rotating_keys: ContainerCredentialsEndpoint, front: FaultProxy
 ) -> None:
-    endpoint = thirty_six_second_keys
+    endpoint = rotating_keys
     # The first refresh, half way through the keys' 36 s, meets 5 s of 500s (the issue's scenario: 15 s of
     # 500s at the refresh 5 minutes before expiry, scaled down); the keys stay valid for 18 s more, 8 s of
     # them usable (a 10 s margin keeps a signed request from arriving after its key expired).

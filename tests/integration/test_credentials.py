@@ -19,7 +19,6 @@ plain server for public objects and only with a GET of a private object against 
 
 from __future__ import annotations
 
-import json
 import logging
 import pickle
 import subprocess
@@ -27,15 +26,13 @@ import sys
 import textwrap
 import time
 import traceback
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import boto3
 import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
+from tests.moto_iam import Identities, Keys, make_identities
 from tests.s3_server import MotoServer
 from torchdata_s3 import S3FileLister, S3FileLoader, S3PermissionError, client
 
@@ -48,35 +45,6 @@ PUBLIC_KEY = "public/readme.txt"
 PIPES = ["lister", "loader"]
 # How long a request that cannot be signed may take to fail (it never touches the network).
 FAST_FAILURE_S = 5.0
-ALLOW_EVERYTHING = json.dumps(
-    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
-)
-
-
-@dataclass(frozen=True)
-class Keys:
-    access_key_id: str
-    secret_access_key: str
-    session_token: str = ""
-
-
-@dataclass(frozen=True)
-class Identities:
-    endpoint_url: str
-    user: Keys  # an IAM user's long-term key pair
-    session: Keys  # temporary credentials of an assumed role
-
-
-def set_signature_checks(server: MotoServer, enforced: bool) -> None:
-    # moto's /moto-api/reset-auth sets how many requests may pass unauthenticated from now on.
-    count = "0" if enforced else "1000000"
-    request = urllib.request.Request(
-        f"{server.endpoint_url}/moto-api/reset-auth",
-        data=count.encode(),
-        method="POST",
-        headers={"Content-Type": "text/plain"},  # a form content type would hide the body from moto
-    )
-    urllib.request.urlopen(request, timeout=10).close()
 
 
 @pytest.fixture(scope="module")
@@ -91,37 +59,7 @@ def authenticating_server() -> Iterator[MotoServer]:
 @pytest.fixture(scope="module")
 def identities(authenticating_server: MotoServer) -> Identities:
     """An IAM user and an assumed-role session that may do anything, and a bucket with two objects."""
-    server = authenticating_server
-    set_signature_checks(server, enforced=False)  # the first key pair can only be made unauthenticated
-    try:
-        arrange = {
-            "endpoint_url": server.endpoint_url,
-            "region_name": "us-east-1",
-            "aws_access_key_id": "arranging",
-            "aws_secret_access_key": "arranging",
-        }
-        iam = boto3.client("iam", **arrange)
-        iam.create_user(UserName="reader")
-        iam.put_user_policy(UserName="reader", PolicyName="everything", PolicyDocument=ALLOW_EVERYTHING)
-        key = iam.create_access_key(UserName="reader")["AccessKey"]
-        trust = {
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}],
-        }
-        role = iam.create_role(RoleName="trainer", AssumeRolePolicyDocument=json.dumps(trust))["Role"]
-        iam.put_role_policy(RoleName="trainer", PolicyName="everything", PolicyDocument=ALLOW_EVERYTHING)
-        session = boto3.client("sts", **arrange).assume_role(RoleArn=role["Arn"], RoleSessionName="training")
-        s3 = boto3.client("s3", **arrange)
-        s3.create_bucket(Bucket=BUCKET)
-        s3.put_object(Bucket=BUCKET, Key=KEY, Body=BODY)
-    finally:
-        set_signature_checks(server, enforced=True)
-    temporary = session["Credentials"]
-    return Identities(
-        endpoint_url=server.endpoint_url,
-        user=Keys(key["AccessKeyId"], key["SecretAccessKey"]),
-        session=Keys(temporary["AccessKeyId"], temporary["SecretAccessKey"], temporary["SessionToken"]),
-    )
+    return make_identities(authenticating_server, {BUCKET: {KEY: BODY}})
 
 
 @pytest.fixture
