@@ -108,7 +108,7 @@ def test_keys_rotating_every_few_seconds_under_load_fail_no_sample_and_no_upload
     rotating_keys: ContainerCredentialsEndpoint, front: FaultProxy
 ) -> None:
     endpoint = rotating_keys
-    run_s = 14.0
+    run_s = 10.0
     uploaded: list[BaseException] = []
 
     def upload() -> None:
