@@ -220,9 +220,11 @@ class S3Config:
             lack a scheme, then ``S3_USE_HTTPS`` picks it, default https), ``AWS_REGION``,
             ``AWS_DEFAULT_REGION``, ``AWS_PROFILE`` (ignored when ``AWS_ACCESS_KEY_ID`` is set: keys in the
             environment win, as in the AWS CLI), ``S3_VERIFY_SSL``, ``AWS_CA_BUNDLE`` (the CAs to trust when
-            ``ca_file`` is not given, as in the AWS CLI), ``TORCHDATA_S3_CACHE_DIR``,
-            ``TORCHDATA_S3_CACHE_MAX_BYTES``. Credentials in ``AWS_ACCESS_KEY_ID`` etc.
-            are read by the CRT's default provider chain, not here, so they are never copied around.
+            ``ca_file`` is not given, as in the AWS CLI), ``AWS_MAX_ATTEMPTS`` (``max_retries`` + 1),
+            ``AWS_RETRY_MODE`` (``adaptive``: ``adaptive_rate=True``; ``standard``, ``legacy``: False),
+            ``TORCHDATA_S3_CACHE_DIR``, ``TORCHDATA_S3_CACHE_MAX_BYTES``. Credentials in
+            ``AWS_ACCESS_KEY_ID`` etc. are read by the CRT's default provider chain, not here, so they are
+            never copied around.
 
         Raises:
             TypeError: an unknown option name.
@@ -276,6 +278,21 @@ class S3Config:
             proxy = _proxy_from_environment(env, values.get("endpoint_url"), values.get("region", cls.region))
             if proxy:
                 values["proxy_url"] = proxy
+        # Retries as the AWS CLI and SDKs read them: AWS_MAX_ATTEMPTS counts the first attempt too;
+        # AWS_RETRY_MODE "adaptive" paces after throttling, "standard" and "legacy" do not.
+        if "max_retries" not in values and env.get("AWS_MAX_ATTEMPTS", "").strip():
+            attempts = env["AWS_MAX_ATTEMPTS"].strip()
+            if not attempts.isdigit() or int(attempts) < 1:
+                raise ValueError(f"environment variable AWS_MAX_ATTEMPTS={attempts!r} is not a number >= 1")
+            values["max_retries"] = int(attempts) - 1
+        if "adaptive_rate" not in values and env.get("AWS_RETRY_MODE", "").strip():
+            mode = env["AWS_RETRY_MODE"].strip().lower()
+            if mode not in ("adaptive", "standard", "legacy"):
+                raise ValueError(
+                    f"environment variable AWS_RETRY_MODE={env['AWS_RETRY_MODE']!r} is not one of adaptive, "
+                    "standard, legacy"
+                )
+            values["adaptive_rate"] = mode == "adaptive"
         # Trust: ca_file > AWS_CA_BUNDLE > the system store, as in the AWS CLI and boto3.
         if "ca_file" not in values:
             bundle = env.get("AWS_CA_BUNDLE", "").strip()

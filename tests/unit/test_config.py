@@ -229,3 +229,17 @@ def test_an_https_proxy_url_is_refused_without_showing_its_password() -> None:
     with pytest.raises(ValueError, match="only http:// proxies") as caught:
         S3Config.resolve({}, proxy_url="https://user:secret@proxy.example:3128")
     assert "secret" not in str(caught.value)
+
+
+def test_retries_from_the_environment_as_the_aws_cli_reads_them() -> None:
+    assert S3Config.resolve({"AWS_MAX_ATTEMPTS": "3"}).max_retries == 2
+    assert S3Config.resolve({"AWS_MAX_ATTEMPTS": "1"}).max_retries == 0
+    assert S3Config.resolve({"AWS_MAX_ATTEMPTS": "3"}, max_retries=7).max_retries == 7  # an argument wins
+    assert S3Config.resolve({"AWS_RETRY_MODE": "adaptive"}).adaptive_rate is True
+    assert S3Config.resolve({"AWS_RETRY_MODE": "Standard"}).adaptive_rate is False
+    assert S3Config.resolve({"AWS_RETRY_MODE": "legacy"}, adaptive_rate=True).adaptive_rate is True
+    assert S3Config.resolve({}).adaptive_rate is True
+    with pytest.raises(ValueError, match="AWS_MAX_ATTEMPTS='0'"):
+        S3Config.resolve({"AWS_MAX_ATTEMPTS": "0"})
+    with pytest.raises(ValueError, match="AWS_RETRY_MODE='fast'"):
+        S3Config.resolve({"AWS_RETRY_MODE": "fast"})
