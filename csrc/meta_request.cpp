@@ -1,6 +1,5 @@
 #include "meta_request.h"
 
-#include <aws/common/clock.h>
 #include <aws/s3/s3_client.h>
 #include <unistd.h>
 
@@ -56,12 +55,6 @@ void MetaRequest::start(S3Client& client, aws_s3_meta_request_options& options, 
         failure.crt_error_message = aws_error_str(failure.crt_error_code);
         throw failure;
     }
-}
-
-uint64_t MetaRequest::now_ns() {
-    uint64_t now = 0;
-    aws_high_res_clock_get_ticks(&now);
-    return now;
 }
 
 bool MetaRequest::usable_here() const { return CrtRuntime::owned_by_this_process(creator_pid_); }

@@ -90,7 +90,7 @@ public:
         }
         const auto patience = std::chrono::milliseconds(timeout_ms);
         while (!state_->changed.wait_for(lock, patience, ready)) {
-            if (!pacer_ || !pacer_->pacing_within(now_ns(), uint64_t{timeout_ms} * 1000000)) return false;
+            if (!pacer_ || !pacer_->pacing_within(SendPacer::now_ns(), uint64_t{timeout_ms} * 1000000)) return false;
         }
         return true;
     }
@@ -111,8 +111,6 @@ public:
     }
 
 private:
-    static uint64_t now_ns();
-
     std::shared_ptr<RequestState> state_;
     std::shared_ptr<const SendPacer> pacer_;  // the client's, or null
     aws_s3_meta_request* native_ = nullptr;

@@ -1,7 +1,6 @@
 #include "retry_strategy.h"
 
 #include <aws/common/atomics.h>
-#include <aws/common/clock.h>
 #include <aws/common/task_scheduler.h>
 #include <aws/io/event_loop.h>
 #include <aws/io/io.h>
@@ -24,18 +23,12 @@ struct ClientStrategy {
 struct ClientToken {
     aws_retry_token base;
     aws_retry_token* inner;
-    uint32_t retries;            // retries scheduled so far for failures
-    uint32_t throttled_retries;  // ... and, with a pacer, for throttling
+    uint32_t throttled_retries;  // with a pacer: retries scheduled so far for throttling (the inner strategy
+                                 // counts the others)
 };
 
 ClientStrategy* strategy_of(aws_retry_strategy* strategy) { return static_cast<ClientStrategy*>(strategy->impl); }
 ClientToken* token_of(aws_retry_token* token) { return static_cast<ClientToken*>(token->impl); }
-
-uint64_t now_ns() {
-    uint64_t now = 0;
-    aws_high_res_clock_get_ticks(&now);
-    return now;
-}
 
 // ---- a paced attempt waits on an event loop until its slot ------------------------------------------------
 
@@ -76,7 +69,7 @@ void run_paced(aws_task*, void* arg, aws_task_status status) {
 void let_go(PacedCall call) {
     ClientToken* token = call.token;
     const RetryPolicies& policies = strategy_of(token->base.retry_strategy)->policies;
-    const uint64_t now = now_ns();
+    const uint64_t now = SendPacer::now_ns();
     const uint64_t delay = policies.pacer != nullptr ? policies.pacer->reserve(now) : 0;
     // A retry always comes back through a task, as the CRT's strategies do it: the S3 client does not expect
     // its retry to start inside its own call to schedule it.
@@ -186,12 +179,10 @@ int schedule_retry(aws_retry_token* token, aws_retry_error_type error_type,
         // backoff would hold up the in-order reader behind it while other requests could use the slots.
         // Nor is the inner strategy's retry quota spent: under throttling it would run dry for the whole
         // client.
-        policies.pacer->on_throttled(now_ns());
+        policies.pacer->on_throttled(SendPacer::now_ns());
         let_go(PacedCall{{}, self, false, nullptr, retry_ready, user_data});
         return AWS_OP_SUCCESS;
     }
-    if (self->retries >= policies.max_retries) return aws_raise_error(AWS_IO_MAX_RETRIES_EXCEEDED);
-    self->retries += 1;
     auto* pending = static_cast<PendingRetry*>(aws_mem_calloc(token->allocator, 1, sizeof(PendingRetry)));
     if (pending == nullptr) return AWS_OP_ERR;
     *pending = PendingRetry{self, retry_ready, user_data};
@@ -204,7 +195,7 @@ int schedule_retry(aws_retry_token* token, aws_retry_error_type error_type,
 
 int record_success(aws_retry_token* token) {
     SendPacer* pacer = strategy_of(token->retry_strategy)->policies.pacer;
-    if (pacer != nullptr) pacer->on_success(now_ns());
+    if (pacer != nullptr) pacer->on_success(SendPacer::now_ns());
     return aws_retry_token_record_success(token_of(token)->inner);
 }
 

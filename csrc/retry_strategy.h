@@ -29,7 +29,6 @@ struct RetryPolicies {
     const ProxyWatch* proxy_watch = nullptr;           // null without a proxy tunnel
     SendPacer* pacer = nullptr;                        // null: no pacing
     aws_event_loop_group* event_loop_group = nullptr;  // where paced requests wait; required with a pacer
-    uint32_t max_retries = 0;                          // retries per request for failures (and throttling, unpaced)
     uint32_t max_throttle_retries = 0;                 // retries per request for throttling, with a pacer
 };
 

@@ -187,7 +187,6 @@ void S3Client::create_client() {
         inner = aws_retry_strategy_new_standard(alloc, &standard);
     }
     RetryPolicies policies;
-    policies.max_retries = options_.max_retries;
     policies.max_throttle_retries = options_.max_throttle_retries;
     if (use_tls) {
         policies.tls_watch = tls_watch_.get();

@@ -1,5 +1,7 @@
 #include "send_pacer.h"
 
+#include <aws/common/clock.h>
+
 #include <algorithm>
 
 namespace torchdata_s3 {
@@ -87,6 +89,12 @@ void SendPacer::on_success(uint64_t now_ns) {
     }
     const double since_cut_s = static_cast<double>(now_ns - last_cut_ns_) / kSecondNs;
     rate_ += kProbePerSuccess + kProbeGrowthPerSecond * std::min(since_cut_s, kLongestProbeGrowthS);
+}
+
+uint64_t SendPacer::now_ns() {
+    uint64_t now = 0;
+    aws_high_res_clock_get_ticks(&now);
+    return now;
 }
 
 double SendPacer::rate() const {

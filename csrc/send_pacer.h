@@ -17,8 +17,10 @@ namespace torchdata_s3 {
 
 class SendPacer {
 public:
-    // A request is about to be sent at `now_ns` (aws_high_res_clock, as for every call): how long it must
-    // wait first. Reserves its slot.
+    // The clock of every call below (aws_high_res_clock), in nanoseconds.
+    static uint64_t now_ns();
+
+    // A request is about to be sent at `now_ns`: how long it must wait first. Reserves its slot.
     uint64_t reserve(uint64_t now_ns);
     // A request was throttled, seen at `now_ns`.
     void on_throttled(uint64_t now_ns);
