@@ -18,6 +18,7 @@
 #include "gil_release.h"
 #include "list_buckets.h"
 #include "list_objects.h"
+#include "node_budget.h"
 #include "object_copy.h"
 #include "object_stream.h"
 #include "object_upload.h"
@@ -230,6 +231,28 @@ PYBIND11_MODULE(_core, m) {
     bind_object_stream(m);
     bind_object_upload(m);
 
+    py::class_<NodeBudget, std::shared_ptr<NodeBudget>>(
+        m, "NodeBudget", "Bytes buffered by every process of the node sharing one budget file (node_budget.h).")
+        .def(py::init([](const std::string& path, uint64_t limit_bytes) {
+                 GilRelease release;  // may wait for another process's lock on the file
+                 return NodeBudget::open(path, limit_bytes);
+             }),
+             py::arg("path"), py::arg("limit_bytes"))
+        .def_property_readonly("path", &NodeBudget::path)
+        .def_property_readonly("limit", &NodeBudget::limit)
+        .def("take", &NodeBudget::take, py::arg("want"), py::arg("guaranteed") = 0, py::call_guard<GilRelease>(),
+             "Takes up to `want` bytes: `guaranteed` of them even above the limit. Returns what it took.")
+        .def("take_all_or_nothing", &NodeBudget::take_all_or_nothing, py::arg("bytes"), py::call_guard<GilRelease>(),
+             "Takes `bytes` only if all fit within the limit.")
+        .def("give", &NodeBudget::give, py::arg("bytes"), py::call_guard<GilRelease>(),
+             "Gives back bytes this process took.")
+        .def_property_readonly("in_use", &NodeBudget::in_use, "Bytes held by every process attached.")
+        .def_property_readonly("peak", &NodeBudget::peak, "The highest in_use a take produced.")
+        .def("reset_peak", &NodeBudget::reset_peak, "Starts the peak again from what is in use now.")
+        .def_property_readonly("held_here", &NodeBudget::held_here, "Bytes this process holds.")
+        .def_property_readonly("reclaimed", &NodeBudget::reclaimed, "Bytes taken back from dead processes.")
+        .def_property_readonly("generation", &NodeBudget::generation, "Changes whenever bytes come back.");
+
     py::class_<S3Client, std::shared_ptr<S3Client>>(m, "S3Client", "One CRT S3 client (connection pool, threads).")
         .def_property_readonly("pinned_pool_bytes", &S3Client::pinned_pool_bytes,
                                "Bytes of the CRT's buffer pool held by chunks not yet released.")
@@ -239,6 +262,7 @@ PYBIND11_MODULE(_core, m) {
                                "Above this many pinned bytes, arriving parts are copied out of the pool.")
         .def_property_readonly("pacing_rate", &S3Client::pacing_rate,
                                "Requests per second the client paces at since the endpoint throttled; 0: unpaced.")
+        .def_property_readonly("node_budget", &S3Client::budget, "The node's memory budget, or None.")
         .def_property_readonly("landed_bytes", &S3Client::landed_bytes,
                                "Bytes received straight into a read()'s result, with no copy out of the pool.")
         .def(py::init([](const std::string& region, const std::string& endpoint_scheme,
@@ -251,7 +275,8 @@ PYBIND11_MODULE(_core, m) {
                          const std::string& ca_file, uint16_t event_loop_threads, const std::string& proxy_host,
                          uint16_t proxy_port, const std::string& proxy_username, const std::string& proxy_password,
                          uint64_t multipart_threshold_bytes, bool requester_pays, uint32_t retry_backoff_ms,
-                         bool adaptive_rate, uint32_t max_throttle_retries) {
+                         bool adaptive_rate, uint32_t max_throttle_retries, const std::string& node_budget_path,
+                         uint64_t node_budget_bytes) {
                  ClientOptions o;
                  o.region = region;
                  o.endpoint_scheme = endpoint_scheme;
@@ -283,6 +308,8 @@ PYBIND11_MODULE(_core, m) {
                  o.retry_backoff_ms = retry_backoff_ms;
                  o.adaptive_rate = adaptive_rate;
                  o.max_throttle_retries = max_throttle_retries;
+                 o.node_budget_path = node_budget_path;
+                 o.node_budget_bytes = node_budget_bytes;
                  return make_client(std::move(o));
              }),
              py::kw_only(), py::arg("region"), py::arg("endpoint_scheme"), py::arg("endpoint_host"),
@@ -294,7 +321,7 @@ PYBIND11_MODULE(_core, m) {
              py::arg("event_loop_threads") = 0, py::arg("proxy_host") = "", py::arg("proxy_port") = 0,
              py::arg("proxy_username") = "", py::arg("proxy_password") = "", py::arg("multipart_threshold_bytes") = 0,
              py::arg("requester_pays") = false, py::arg("retry_backoff_ms") = 0, py::arg("adaptive_rate") = false,
-             py::arg("max_throttle_retries") = 0)
+             py::arg("max_throttle_retries") = 0, py::arg("node_budget_path") = "", py::arg("node_budget_bytes") = 0)
         .def(
             "list_objects_v2",
             [](S3Client& client, const std::string& bucket, const std::string& prefix, const std::string& delimiter,
@@ -351,7 +378,7 @@ PYBIND11_MODULE(_core, m) {
             [](std::shared_ptr<S3Client> client, const std::string& bucket, const std::string& key,
                std::optional<std::pair<uint64_t, uint64_t>> byte_range, uint64_t suffix_bytes,
                const std::string& if_match, const std::string& if_none_match, uint64_t window_bytes,
-               uint32_t timeout_ms, uint64_t part_size_bytes) {
+               uint32_t timeout_ms, uint64_t part_size_bytes, uint64_t size_hint) {
                 GetObjectRequest request;
                 request.bucket = bucket;
                 request.key = key;
@@ -369,6 +396,7 @@ PYBIND11_MODULE(_core, m) {
                 request.window_bytes = window_bytes;
                 request.timeout_ms = timeout_ms;
                 request.part_size_bytes = part_size_bytes;
+                request.size_hint = size_hint;
                 std::shared_ptr<ObjectStream> stream;
                 {
                     GilRelease release;
@@ -379,6 +407,7 @@ PYBIND11_MODULE(_core, m) {
             py::arg("bucket"), py::arg("key"), py::kw_only(), py::arg("byte_range") = py::none(),
             py::arg("suffix_bytes") = 0, py::arg("if_match") = "", py::arg("if_none_match") = "",
             py::arg("window_bytes") = 0, py::arg("timeout_ms") = 0, py::arg("part_size_bytes") = 0,
+            py::arg("size_hint") = 0,
             "Starts a GetObject (whole, byte_range=(first, last) inclusive, or the last suffix_bytes; if_match: only "
             "this ETag; if_none_match: fail with HTTP 304 if still this ETag) and returns its stream at once.")
         .def(

@@ -278,14 +278,38 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     stream->meta_.start(s3, options, stream->shared_);
     // The client opens every stream with a window of one part; widen this one to its own budget.
     stream->window_bytes_ = s3.options().part_size_bytes;
+    if (s3.budget()) {
+        // The CRT fetches the first part whatever the window: it is the stream's guaranteed share.
+        const uint64_t part = stream->part_bytes();
+        const uint64_t first = req.size_hint != 0 ? std::min(part, req.size_hint) : part;
+        stream->budget_.attach(s3.budget());
+        stream->budget_.grow_to(first, first);
+    }
     stream->widen_window(req.window_bytes != 0 ? req.window_bytes : s3.options().read_window_bytes);
     return stream;
 }
 
 void ObjectStream::widen_window(uint64_t window_bytes) {
-    if (window_bytes <= window_bytes_) return;
-    const uint64_t more = window_bytes - window_bytes_;
-    window_bytes_ = window_bytes;
+    if (window_bytes <= window_wanted_) return;
+    window_wanted_ = window_bytes;
+    apply_window();
+}
+
+void ObjectStream::apply_window() {
+    uint64_t window = window_wanted_;
+    if (budget_.active()) {
+        // The CRT starts a part once the window reaches any byte of it: a window buffers in whole parts.
+        const uint64_t part = part_bytes();
+        uint64_t need = (window + part - 1) / part * part;
+        uint64_t size;
+        if (request_.size_hint != 0) need = std::min(need, request_.size_hint);
+        if (size_if_known(&size)) need = std::min(need, size);
+        const uint64_t held = budget_.grow_to(need);
+        if (held < need) window = std::min(window, held / part * part);
+    }
+    if (window <= window_bytes_) return;
+    const uint64_t more = window - window_bytes_;
+    window_bytes_ = window;
     // Each increment wakes the client's event loop for a pass over every request in flight. A small object
     // has usually arrived whole before its reader widens its window: nothing to wake it for.
     {
@@ -297,6 +321,7 @@ void ObjectStream::widen_window(uint64_t window_bytes) {
 
 ObjectStream::~ObjectStream() {
     if (meta_.native() == nullptr || !meta_.usable_here()) return;  // inherited across fork(): leak
+    budget_.release();
     bool finished;
     {
         std::lock_guard<std::mutex> lock(shared_->mutex);
@@ -355,6 +380,7 @@ bool ObjectStream::holds_borrowed_bytes() const {
 
 void ObjectStream::cancel() {
     if (!usable_here()) return;  // the parent's request: not ours to touch
+    budget_.release();           // nothing more is kept (parts still landing are dropped as they come)
     {
         std::lock_guard<std::mutex> lock(shared_->mutex);
         if (shared_->finished && !shared_->failed && shared_->queue.empty()) return;
@@ -470,6 +496,8 @@ void ObjectStream::return_read_window(size_t bytes) {
         if (shared_->body_complete_locked()) return;
     }
     aws_s3_meta_request_increment_read_window(meta_.native(), bytes);
+    // A window the budget cut short grows once bytes came back to the budget.
+    if (window_bytes_ < window_wanted_ && budget_.active()) apply_window();
 }
 
 bool ObjectStream::wait_for_data() {
@@ -480,7 +508,10 @@ bool ObjectStream::wait_for_data() {
     meta_.wait_or_fail(
         lock, [this] { return shared_->failed || !shared_->queue.empty() || shared_->finished; }, request_.timeout_ms,
         "data");
-    return !shared_->queue.empty();  // false: finished, nothing left
+    if (!shared_->queue.empty()) return true;
+    lock.unlock();
+    budget_.release();  // finished, nothing left: the stream buffers nothing more
+    return false;
 }
 
 uint64_t ObjectStream::wait_for_size() {

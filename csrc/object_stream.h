@@ -15,6 +15,7 @@
 
 #include "body_chunk.h"
 #include "meta_request.h"
+#include "node_budget.h"
 #include "request_failure.h"
 #include "s3_client.h"
 
@@ -34,6 +35,7 @@ struct GetObjectRequest {
     uint64_t window_bytes = 0;     // bytes the stream may buffer ahead of the reader; 0: the client's default
     uint32_t timeout_ms = 0;       // longest wait for the next byte; 0: no limit
     uint64_t part_size_bytes = 0;  // 0: the client's part size
+    uint64_t size_hint = 0;        // the object's size if known (a listing's); 0: unknown
 };
 
 class ObjectStream {
@@ -101,8 +103,11 @@ public:
     // Whether chunks still point into a caller's memory (land_in): the caller keeps it alive while they do.
     bool holds_borrowed_bytes() const;
 
-    // Lets the download run up to `window_bytes` ahead of the reader (never shrinks the window).
+    // Lets the download run up to `window_bytes` ahead of the reader (never shrinks the window). With a node
+    // budget (node_budget.h), only as far as the budget grants: the rest when bytes come back to it.
     void widen_window(uint64_t window_bytes);
+    // Bytes of the node budget this stream holds (0 without one): what it may buffer, in whole parts.
+    uint64_t budget_held() const { return budget_.held(); }
 
     // Stops the transfer; later reads raise. Safe to call more than once.
     void cancel();
@@ -121,6 +126,11 @@ private:
     ObjectStream(std::shared_ptr<S3Client> client, GetObjectRequest request);
     bool advance();  // moves the next queued chunk into `current_`; false if none is queued
     void return_read_window(size_t bytes);
+    uint64_t part_bytes() const {
+        return request_.part_size_bytes != 0 ? request_.part_size_bytes : client_->options().part_size_bytes;
+    }
+    // Opens the CRT's window towards window_wanted_, as far as the node budget allows.
+    void apply_window();
     // The chunk being read is done with: back to the read window, and into the retained chunks if enabled.
     void release_current();
     void hold(const Chunk& chunk, uint64_t start);
@@ -132,7 +142,11 @@ private:
     GetObjectRequest request_;
     std::shared_ptr<Shared> shared_;
     MetaRequest meta_;
-    uint64_t window_bytes_ = 0;  // the read window granted so far
+    uint64_t window_bytes_ = 0;   // the read window granted so far
+    uint64_t window_wanted_ = 0;  // the read window asked for (more than granted while the budget is short)
+    // Of the client's node budget: what the window may buffer. Given back once the stream buffers nothing
+    // more (its end, a failure, close).
+    BudgetShare budget_;
 
     // reader side only (no lock):
     Chunk current_;

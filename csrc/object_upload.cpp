@@ -202,10 +202,18 @@ void ObjectUpload::write(const uint8_t* data, size_t size) {
     // step at a time, each after the window has room, or the CRT would take it all into part buffers.
     const size_t step = static_cast<size_t>(std::max<uint64_t>(kMinimumPartBytes, client_->options().part_size_bytes));
     while (size != 0) {
-        if (request_.in_flight_limit_bytes != 0) {
+        uint64_t limit = request_.in_flight_limit_bytes;
+        if (client_->budget()) {
+            // A write passes while the bytes in flight are below the limit, so the CRT may hold one step more:
+            // the share covers that step too. Two steps are guaranteed: one part sent while the next fills.
+            if (!budget_.active()) budget_.attach(client_->budget());
+            const uint64_t want = (limit != 0 ? limit : client_->budget()->limit()) + step;
+            limit = budget_.grow_to(want, 2 * step) - step;
+        }
+        if (limit != 0) {
             std::unique_lock<std::mutex> lock(shared_->mutex);
-            shared_->changed.wait(lock, [this] {
-                return shared_->failed || bytes_written_ - shared_->acknowledged_bytes < request_.in_flight_limit_bytes;
+            shared_->changed.wait(lock, [this, limit] {
+                return shared_->failed || bytes_written_ - shared_->acknowledged_bytes < limit;
             });
             if (shared_->failed) throw shared_->failure;
         }
@@ -229,6 +237,7 @@ std::string ObjectUpload::complete() {
         }
     }
     wait_finished();
+    budget_.release();
     std::lock_guard<std::mutex> lock(shared_->mutex);
     return shared_->etag;
 }
@@ -251,6 +260,8 @@ void ObjectUpload::abort() {
     // The CRT sends AbortMultipartUpload before it finishes the meta request: wait, so that nothing of this
     // upload is left on the server when abort() returns.
     meta_.wait_patiently(lock, [this] { return shared_->finished; }, request_.abort_timeout_ms);
+    lock.unlock();
+    budget_.release();
 }
 
 uint64_t ObjectUpload::bytes_acknowledged() {

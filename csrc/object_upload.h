@@ -7,7 +7,8 @@
 //
 // Memory: a streamed write() copies into the CRT's part buffers (one copy) and returns once the bytes are
 // taken; it blocks while more than `in_flight_limit_bytes` were handed over but not yet acknowledged by the
-// server, so a fast producer never holds more than that (plus one part being filled) in memory.
+// server, so a fast producer never holds more than that (plus one part being filled) in memory. With a node
+// budget, that limit shrinks to what the budget grants, never below one part in flight and one being filled.
 //
 // Threads: one caller at a time (the binding serialises); CRT callbacks touch only the shared state.
 #pragma once
@@ -17,6 +18,7 @@
 #include <string>
 
 #include "meta_request.h"
+#include "node_budget.h"
 #include "s3_client.h"
 
 namespace torchdata_s3 {
@@ -70,6 +72,9 @@ private:
     MetaRequest meta_;
     uint64_t bytes_written_ = 0;
     bool ended_ = false;  // complete() or abort() was called
+    // Of the client's node budget: what the CRT may hold of a streamed body (unacknowledged bytes and the
+    // part being filled). Given back when the upload ends.
+    BudgetShare budget_;
 };
 
 }  // namespace torchdata_s3

@@ -109,6 +109,9 @@ S3Client::S3Client(ClientOptions options)
         throw std::invalid_argument("endpoint scheme must be http or https, not '" + options_.endpoint_scheme + "'");
     }
 
+    if (options_.node_budget_bytes != 0) {
+        budget_ = NodeBudget::open(options_.node_budget_path, options_.node_budget_bytes);
+    }
     credentials_ = new_credentials_provider(options_, alloc, runtime_->bootstrap());
     if (!credentials_) throw_crt_error("creating the credentials provider");
     try {

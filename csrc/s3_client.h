@@ -10,6 +10,7 @@
 #include <string>
 
 #include "crt_runtime.h"
+#include "node_budget.h"
 #include "proxy_tunnel.h"
 #include "send_pacer.h"
 #include "tls_failures.h"
@@ -66,6 +67,9 @@ struct ClientOptions {
     // Threads of the process-wide event loop group, fixed by the first client of the process; 0: the CRT's
     // default (one per two cores).
     uint16_t event_loop_threads = 0;
+    // One memory budget for every process of the node naming this file (node_budget.h); 0 bytes: none.
+    std::string node_budget_path;
+    uint64_t node_budget_bytes = 0;
 };
 
 // aws-c-s3's default buffer pool: of its memory limit it keeps this much for itself, and it refuses a limit
@@ -116,6 +120,8 @@ public:
     double pacing_rate() const { return pacer_ ? pacer_->rate() : 0; }
     // The pacer, or null without adaptive_rate: requests consult it while they wait (meta_request.h).
     const std::shared_ptr<SendPacer>& pacer() const { return pacer_; }
+    // The node's memory budget, or null: streams and uploads take what they buffer from it.
+    const std::shared_ptr<NodeBudget>& budget() const { return budget_; }
 
 private:
     void create_client();  // the aws_s3_client and its TLS context; the constructor cleans up if it throws
@@ -136,6 +142,7 @@ private:
     std::unique_ptr<TlsHandshakeWatch> tls_watch_;
     std::unique_ptr<ProxyWatch> proxy_watch_;  // through a proxy over TLS only; kept like tls_watch_
     std::shared_ptr<SendPacer> pacer_;         // with adaptive_rate; kept like tls_watch_
+    std::shared_ptr<NodeBudget> budget_;
 };
 
 }  // namespace torchdata_s3

@@ -104,6 +104,11 @@ def _native_client_and_generation(config: S3Config) -> tuple[_core.S3Client, int
         try:
             client = _core.S3Client(**options, event_loop_threads=event_loop_threads())
         except RuntimeError as error:
+            if str(error).startswith("node memory budget"):
+                raise OSError(
+                    f"{error}; give node_memory_budget_file= (or TORCHDATA_S3_NODE_MEMORY_BUDGET_FILE) a "
+                    "path this user may create, or leave node_memory_budget_bytes unset for no node budget"
+                ) from None
             if "credentials provider" not in str(error):
                 raise
             source = f" from the AWS profile {named_profile!r}" if named_profile else ""
@@ -262,6 +267,12 @@ class S3Client:
             raise credentials_unavailable(str(location), operation, failure.problem, failure.hint) from None
         self._native = (generation, os.getpid(), client)
         return client
+
+    @property
+    def node_budget(self) -> Optional[_core.NodeBudget]:
+        """The node's memory budget this client's streams and writers take from (``config.
+        node_memory_budget_bytes``), or None: its ``in_use``, ``peak`` and ``held_here`` bytes."""
+        return self._native_for(S3Url("", ""), "GetObject").node_budget
 
     def list_buckets(self) -> list[tuple[str, str]]:
         """Every bucket these credentials own (ListBuckets, page after page), as ``(name, creation date)``
@@ -625,6 +636,7 @@ class S3Client:
         if_none_match: str = "",
         window_bytes: Optional[int] = None,
         part_size_bytes: Optional[int] = None,
+        size_hint: Optional[int] = None,
     ) -> _core.ObjectStream:
         """Starts one GET and returns its native, forward-only stream at once (the mechanism under
         :meth:`open` and the loader).
@@ -638,6 +650,8 @@ class S3Client:
                 this ETag; otherwise the GET delivers the object as usual (the local cache's check).
             window_bytes: how far the download may run ahead of the reader [config.read_window_bytes].
             part_size_bytes: size of each ranged GET [config.part_size_bytes].
+            size_hint: the object's size if known (a listing's): a stream takes no more of the node's memory
+                budget than that.
 
         Errors of the request surface on the first read (or ``.size``), not here.
         """
@@ -657,6 +671,7 @@ class S3Client:
             window_bytes=window_bytes or 0,
             timeout_ms=self.config.request_timeout_ms,
             part_size_bytes=part_size_bytes or 0,
+            size_hint=size_hint or 0,
         )
 
 

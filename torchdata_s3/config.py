@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -93,6 +94,16 @@ class S3Config:
         write_window_bytes: bytes one writer may have handed over but not yet acknowledged by S3: parts in
             flight in parallel; ``write()`` waits beyond it, which bounds a writer's memory (this plus one
             part being filled and the writer's ``multipart_threshold_bytes`` of pending bytes) [128 MiB].
+        node_memory_budget_bytes: one budget for the bytes every reader and writer of every process on the
+            node that uses the same budget file buffers: read windows, objects requested ahead, a writer's
+            parts in flight [None: no node budget, each loader within its own ``max_inflight_bytes``;
+            ``TORCHDATA_S3_NODE_MEMORY_BUDGET``]. Each open stream and writer is always granted its first part
+            (two for a writer), so that no process waits for another; beyond that, windows narrow and fewer
+            objects are requested ahead while the budget is spent (docs/configuration.md, "Memory per
+            node").
+        node_memory_budget_file: the file the processes sharing a budget name (made on first use)
+            [None: ``TORCHDATA_S3_NODE_MEMORY_BUDGET_FILE``, else ``torchdata-s3-<uid>.budget`` in
+            ``/dev/shm``].
         cache_dir: a local directory where the loader keeps the objects it reads, so later epochs read them
             from disk (see :mod:`torchdata_s3.cache`) [None: no cache; ``TORCHDATA_S3_CACHE_DIR``].
         cache_max_bytes: the cache's budget: least recently used objects are evicted beyond it, and objects
@@ -130,6 +141,8 @@ class S3Config:
     max_list_requests: int = 64
     multipart_threshold_bytes: int = 8 * MiB
     write_window_bytes: int = 128 * MiB
+    node_memory_budget_bytes: Optional[int] = None
+    node_memory_budget_file: Optional[str] = None
     cache_dir: Optional[str] = None
     cache_max_bytes: int = 10 * 1024 * MiB
     proxy_url: Optional[str] = field(default=None, repr=False)  # may hold the proxy's password
@@ -168,6 +181,22 @@ class S3Config:
             or (self.cache_max_bytes < 1)
         ):
             raise ValueError(f"cache_max_bytes must be an integer >= 1, got {self.cache_max_bytes!r}")
+        if self.node_memory_budget_bytes is not None and (
+            not isinstance(self.node_memory_budget_bytes, int)
+            or isinstance(self.node_memory_budget_bytes, bool)
+            or self.node_memory_budget_bytes < 1
+        ):
+            raise ValueError(
+                "node_memory_budget_bytes must be None (no node budget) or an integer >= 1, got "
+                f"{self.node_memory_budget_bytes!r}"
+            )
+        if self.node_memory_budget_file is not None and (
+            not isinstance(self.node_memory_budget_file, str) or not self.node_memory_budget_file
+        ):
+            raise ValueError(
+                "node_memory_budget_file must be None or a non-empty path, got "
+                f"{self.node_memory_budget_file!r}"
+            )
         if self.cache_dir is not None and (not isinstance(self.cache_dir, str) or not self.cache_dir):
             raise ValueError(f"cache_dir must be None or a non-empty path, got {self.cache_dir!r}")
         if not isinstance(self.max_retries, int) or self.max_retries < 0:
@@ -222,7 +251,8 @@ class S3Config:
             environment win, as in the AWS CLI), ``S3_VERIFY_SSL``, ``AWS_CA_BUNDLE`` (the CAs to trust when
             ``ca_file`` is not given, as in the AWS CLI), ``AWS_MAX_ATTEMPTS`` (``max_retries`` + 1),
             ``AWS_RETRY_MODE`` (``adaptive``: ``adaptive_rate=True``; ``standard``, ``legacy``: False),
-            ``TORCHDATA_S3_CACHE_DIR``, ``TORCHDATA_S3_CACHE_MAX_BYTES``. Credentials in
+            ``TORCHDATA_S3_CACHE_DIR``, ``TORCHDATA_S3_CACHE_MAX_BYTES``, ``TORCHDATA_S3_NODE_MEMORY_BUDGET``,
+            ``TORCHDATA_S3_NODE_MEMORY_BUDGET_FILE``. Credentials in
             ``AWS_ACCESS_KEY_ID`` etc. are read by the CRT's default provider chain, not here, so they are
             never copied around.
 
@@ -267,13 +297,20 @@ class S3Config:
                 values["verify_ssl"] = verify
         if "cache_dir" not in values and env.get("TORCHDATA_S3_CACHE_DIR", "").strip():
             values["cache_dir"] = env["TORCHDATA_S3_CACHE_DIR"].strip()
-        if "cache_max_bytes" not in values and env.get("TORCHDATA_S3_CACHE_MAX_BYTES", "").strip():
-            budget = env["TORCHDATA_S3_CACHE_MAX_BYTES"].strip()
-            if not budget.isdigit():
-                raise ValueError(
-                    f"environment variable TORCHDATA_S3_CACHE_MAX_BYTES={budget!r} is not a number of bytes"
-                )
-            values["cache_max_bytes"] = int(budget)
+        for name, variable in (
+            ("cache_max_bytes", "TORCHDATA_S3_CACHE_MAX_BYTES"),
+            ("node_memory_budget_bytes", "TORCHDATA_S3_NODE_MEMORY_BUDGET"),
+        ):
+            if name not in values and env.get(variable, "").strip():
+                budget = env[variable].strip()
+                if not budget.isdigit():
+                    raise ValueError(f"environment variable {variable}={budget!r} is not a number of bytes")
+                values[name] = int(budget)
+        if (
+            "node_memory_budget_file" not in values
+            and env.get("TORCHDATA_S3_NODE_MEMORY_BUDGET_FILE", "").strip()
+        ):
+            values["node_memory_budget_file"] = env["TORCHDATA_S3_NODE_MEMORY_BUDGET_FILE"].strip()
         if "proxy_url" not in values:
             proxy = _proxy_from_environment(env, values.get("endpoint_url"), values.get("region", cls.region))
             if proxy:
@@ -365,7 +402,17 @@ class S3Config:
             "verify_tls": self.verify_ssl,
             "ca_file": self.ca_file or "",
             "requester_pays": self.requester_pays,
+            "node_budget_path": self.node_budget_path() if self.node_memory_budget_bytes else "",
+            "node_budget_bytes": self.node_memory_budget_bytes or 0,
         }
+
+    def node_budget_path(self) -> str:
+        """The file of the node's memory budget: ``node_memory_budget_file``, else one per user in
+        ``/dev/shm`` (memory, never written to disk; the temporary directory where there is none)."""
+        if self.node_memory_budget_file:
+            return os.path.abspath(self.node_memory_budget_file)
+        directory = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+        return os.path.join(directory, f"torchdata-s3-{os.getuid()}.budget")
 
 
 def shared_file_paths(environ: Optional[Mapping[str, str]] = None) -> tuple[str, str]:

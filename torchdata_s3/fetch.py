@@ -80,7 +80,9 @@ def fetch_in_order(
     part = config.part_size_bytes
     reading_window = config.read_window_bytes if multi_part_download else part
     rate = config.throughput_target_gbps * 1e9 / 8
-    window = PrefetchWindow(prefetch, max_inflight_bytes, part, reading_window, rate)
+    window = PrefetchWindow(
+        prefetch, max_inflight_bytes, part, reading_window, rate, node_budget=client.node_budget
+    )
     # Every object planned, in input order; those fetched without the cache have a stream in `window`.
     opened: deque[ObjectTarget] = deque()
     plans: deque[Any] = deque()  # each target's cache plan (None: no cache)
@@ -135,7 +137,9 @@ def fetch_in_order(
                 continue
             while not window.has_room_for(target.size):
                 yield next_ready(until=target)
-            stream = client.open_native(target.location, window_bytes=window.window_of(target.size))
+            stream = client.open_native(
+                target.location, window_bytes=window.window_of(target.size), size_hint=target.size
+            )
             window.add(target.url, stream, target.size)
         while opened:
             yield next_ready()

@@ -76,14 +76,26 @@ class PrefetchWindow:
 
     The budget is first measured when it first refuses an object: the window then waits for the oldest
     object's first request to be answered, which its reader would wait for anyway.
+
+    With a node budget (``S3Config.node_memory_budget_bytes``), an object is requested ahead only while the
+    node has its cost free; the streams then take their bytes from it themselves (node_budget.h).
     """
 
-    def __init__(self, max_objects: int, max_bytes: int, part: int, reading_window: int, rate: float) -> None:
+    def __init__(
+        self,
+        max_objects: int,
+        max_bytes: int,
+        part: int,
+        reading_window: int,
+        rate: float,
+        node_budget: Optional[_core.NodeBudget] = None,
+    ) -> None:
         self.max_objects = max_objects
         self.max_bytes = max_bytes
         self.part = part
         self.reading_window = reading_window
         self.rate = rate  # bytes/s the budget should sustain
+        self.node_budget = node_budget
         self._ahead: deque[_Ahead] = deque()
         self._bytes = 0  # the sum of costs: at most max_bytes
         self._expected = 0  # the sum of expected costs: at most the budget
@@ -123,6 +135,9 @@ class PrefetchWindow:
             return False
         # Asked once per object on the loader's path: the costs are computed once here.
         cost = self.cost_of(size)
+        node = self.node_budget
+        if node is not None and node.in_use + cost > node.limit:
+            return False  # the reader takes the next object: its bytes go back to the node
         expected = cost if size is not None else self.expected_cost_of(size)
         if self._within_limits(cost, expected):
             return True
