@@ -233,11 +233,12 @@ PYBIND11_MODULE(_core, m) {
 
     py::class_<NodeBudget, std::shared_ptr<NodeBudget>>(
         m, "NodeBudget", "Bytes buffered by every process of the node sharing one budget file (node_budget.h).")
-        .def(py::init([](const std::string& path, uint64_t limit_bytes) {
+        .def(py::init([](const std::string& path, uint64_t limit_bytes, uint64_t reserve_bytes) {
                  GilRelease release;  // may wait for another process's lock on the file
-                 return NodeBudget::open(path, limit_bytes);
+                 return NodeBudget::open(path, limit_bytes, reserve_bytes);
              }),
-             py::arg("path"), py::arg("limit_bytes"))
+             py::arg("path"), py::arg("limit_bytes"), py::arg("reserve_bytes") = 0)
+        .def_property_readonly("reserve", &NodeBudget::reserve)
         .def_property_readonly("path", &NodeBudget::path)
         .def_property_readonly("limit", &NodeBudget::limit)
         .def("take", &NodeBudget::take, py::arg("want"), py::arg("guaranteed") = 0, py::call_guard<GilRelease>(),
@@ -247,6 +248,8 @@ PYBIND11_MODULE(_core, m) {
         .def("give", &NodeBudget::give, py::arg("bytes"), py::call_guard<GilRelease>(),
              "Gives back bytes this process took.")
         .def_property_readonly("in_use", &NodeBudget::in_use, "Bytes held by every process attached.")
+        .def_property_readonly("available", &NodeBudget::available,
+                               "What a take that is not guaranteed could get now (the limit less use and reserves).")
         .def_property_readonly("peak", &NodeBudget::peak, "The highest in_use a take produced.")
         .def("reset_peak", &NodeBudget::reset_peak, "Starts the peak again from what is in use now.")
         .def_property_readonly("held_here", &NodeBudget::held_here, "Bytes this process holds.")

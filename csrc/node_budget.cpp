@@ -165,22 +165,32 @@ struct NodeBudget::File {
         return any;
     }
 
-    uint64_t sum_held() const {
+    uint64_t sum_held(uint32_t* attached = nullptr) const {
         uint64_t sum = 0;
+        uint32_t count = 0;
         for (uint32_t i = 0; i < kSlots; ++i) {
-            if (slots[i].in_use.load(std::memory_order_relaxed) != 0) sum += slots[i].held.load();
+            if (slots[i].in_use.load(std::memory_order_relaxed) != 0) {
+                sum += slots[i].held.load();
+                ++count;
+            }
         }
+        if (attached != nullptr) *attached = count;
         return sum;
     }
 
-    // Callers hold g_mutex. `grant(free)` says what to take of the `free` bytes below `limit`.
+    // Callers hold g_mutex. `grant(free)` says what to take of the `free` bytes: those below `limit` less
+    // `reserve` for each process attached.
     template <typename Grant>
-    uint64_t take_with(uint64_t limit, uint64_t want, Grant grant) {
-        auto free_of = [limit](uint64_t used) { return limit > used ? limit - used : 0; };
+    uint64_t take_with(uint64_t limit, uint64_t reserve, uint64_t want, Grant grant) {
+        uint32_t attached = 0;
+        auto free_of = [&](uint64_t used) {
+            const uint64_t kept = used + reserve * attached;
+            return limit > kept ? limit - kept : 0;
+        };
         TableLock lock(*this);
         attach();
-        uint64_t used = sum_held();
-        if (free_of(used) < want && reclaim_dead_if_due()) used = sum_held();
+        uint64_t used = sum_held(&attached);
+        if (free_of(used) < want && reclaim_dead_if_due()) used = sum_held(&attached);
         const uint64_t taken = grant(free_of(used));
         if (taken != 0) {
             own().held.fetch_add(taken);
@@ -193,11 +203,11 @@ struct NodeBudget::File {
     }
 };
 
-std::shared_ptr<NodeBudget> NodeBudget::open(const std::string& path, uint64_t limit_bytes) {
+std::shared_ptr<NodeBudget> NodeBudget::open(const std::string& path, uint64_t limit_bytes, uint64_t reserve_bytes) {
     install_fork_handlers();
     std::lock_guard<std::mutex> guard(g_mutex);
     std::shared_ptr<File>& known = (*g_files)[path];
-    if (known) return std::shared_ptr<NodeBudget>(new NodeBudget(known, limit_bytes));
+    if (known) return std::shared_ptr<NodeBudget>(new NodeBudget(known, limit_bytes, reserve_bytes));
     g_files->erase(path);  // a failed open below leaves no entry
     auto file = std::make_shared<File>();
     file->path = path;
@@ -230,7 +240,7 @@ std::shared_ptr<NodeBudget> NodeBudget::open(const std::string& path, uint64_t l
         }
     }
     (*g_files)[path] = file;
-    return std::shared_ptr<NodeBudget>(new NodeBudget(file, limit_bytes));
+    return std::shared_ptr<NodeBudget>(new NodeBudget(file, limit_bytes, reserve_bytes));
 }
 
 const std::string& NodeBudget::path() const { return file_->path; }
@@ -239,13 +249,14 @@ uint64_t NodeBudget::take(uint64_t want, uint64_t guaranteed) {
     if (want == 0) return 0;
     if (guaranteed > want) guaranteed = want;
     std::lock_guard<std::mutex> guard(g_mutex);
-    return file_->take_with(limit_, want, [&](uint64_t free) { return std::max(guaranteed, std::min(want, free)); });
+    return file_->take_with(limit_, reserve_, want,
+                            [&](uint64_t free) { return std::max(guaranteed, std::min(want, free)); });
 }
 
 bool NodeBudget::take_all_or_nothing(uint64_t bytes) {
     if (bytes == 0) return true;
     std::lock_guard<std::mutex> guard(g_mutex);
-    return file_->take_with(limit_, bytes, [&](uint64_t free) { return free >= bytes ? bytes : 0; }) != 0;
+    return file_->take_with(limit_, reserve_, bytes, [&](uint64_t free) { return free >= bytes ? bytes : 0; }) != 0;
 }
 
 void NodeBudget::give(uint64_t bytes) {
@@ -260,6 +271,12 @@ void NodeBudget::give(uint64_t bytes) {
 }
 
 uint64_t NodeBudget::in_use() const { return file_->sum_held(); }
+
+uint64_t NodeBudget::available() const {
+    uint32_t attached = 0;
+    const uint64_t kept = file_->sum_held(&attached) + reserve_ * attached;
+    return limit_ > kept ? limit_ - kept : 0;
+}
 uint64_t NodeBudget::peak() const { return file_->header->peak.load(); }
 void NodeBudget::reset_peak() { file_->header->peak.store(file_->sum_held()); }
 uint64_t NodeBudget::reclaimed() const { return file_->header->reclaimed.load(); }

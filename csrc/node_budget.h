@@ -24,14 +24,17 @@ namespace torchdata_s3 {
 class NodeBudget {
 public:
     // The budget of `path` (created if missing), enforced at `limit_bytes` by this handle. Processes that
-    // disagree on the limit each enforce their own. Throws std::runtime_error naming the path.
-    static std::shared_ptr<NodeBudget> open(const std::string& path, uint64_t limit_bytes);
+    // disagree on the limit each enforce their own. Takes that are not guaranteed leave `reserve_bytes` per
+    // attached process free, so that the guaranteed bytes each process needs (a stream's first part) fit
+    // within the limit too. Throws std::runtime_error naming the path.
+    static std::shared_ptr<NodeBudget> open(const std::string& path, uint64_t limit_bytes, uint64_t reserve_bytes = 0);
 
     uint64_t limit() const { return limit_; }
+    uint64_t reserve() const { return reserve_; }
     const std::string& path() const;
 
     // Takes up to `want` bytes: `guaranteed` of them (<= want) even above the limit, the rest as far as the
-    // limit allows. Returns what was taken.
+    // limit (less the reserves) allows. Returns what was taken.
     uint64_t take(uint64_t want, uint64_t guaranteed = 0);
     // Takes `bytes` only if all of them fit within the limit.
     bool take_all_or_nothing(uint64_t bytes);
@@ -40,6 +43,8 @@ public:
 
     // Bytes held by every process attached (dead ones included until reclaimed).
     uint64_t in_use() const;
+    // What a take that is not guaranteed could get now: the limit less what is in use and the reserves.
+    uint64_t available() const;
     // The highest in_use() any take() has produced since the file was made or reset_peak() was called.
     uint64_t peak() const;
     void reset_peak();
@@ -53,9 +58,11 @@ public:
     struct File;  // the shared mapping, one per path per process
 
 private:
-    NodeBudget(std::shared_ptr<File> file, uint64_t limit) : file_(std::move(file)), limit_(limit) {}
+    NodeBudget(std::shared_ptr<File> file, uint64_t limit, uint64_t reserve)
+        : file_(std::move(file)), limit_(limit), reserve_(reserve) {}
     std::shared_ptr<File> file_;
     uint64_t limit_;
+    uint64_t reserve_;
 };
 
 // What one stream or upload holds of a node budget (none without a budget); given back when released or

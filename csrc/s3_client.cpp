@@ -110,7 +110,8 @@ S3Client::S3Client(ClientOptions options)
     }
 
     if (options_.node_budget_bytes != 0) {
-        budget_ = NodeBudget::open(options_.node_budget_path, options_.node_budget_bytes);
+        // Each process keeps one part free for the first part of the stream its reader waits on.
+        budget_ = NodeBudget::open(options_.node_budget_path, options_.node_budget_bytes, options_.part_size_bytes);
     }
     credentials_ = new_credentials_provider(options_, alloc, runtime_->bootstrap());
     if (!credentials_) throw_crt_error("creating the credentials provider");

@@ -74,6 +74,8 @@ subset=(
     tests/integration/test_tls_blinding.py::test_a_tampered_record_is_retried_at_once_and_its_connection_closes_after_the_blinding_delay
     tests/integration/test_credential_refresh.py::test_a_credentials_endpoint_outage_at_refresh_time_fails_no_read
     tests/integration/test_throttling.py
+    tests/unit/test_node_budget.py
+    tests/integration/test_node_budget.py
 )
 
 step "compiler"

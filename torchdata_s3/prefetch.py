@@ -136,7 +136,7 @@ class PrefetchWindow:
         # Asked once per object on the loader's path: the costs are computed once here.
         cost = self.cost_of(size)
         node = self.node_budget
-        if node is not None and node.in_use + cost > node.limit:
+        if node is not None and node.available < cost:
             return False  # the reader takes the next object: its bytes go back to the node
         expected = cost if size is not None else self.expected_cost_of(size)
         if self._within_limits(cost, expected):

@@ -42,6 +42,16 @@ def test_takes_are_granted_within_the_limit_and_guaranteed_bytes_above_it(budget
     assert budget.peak == 0
 
 
+def test_takes_that_are_not_guaranteed_leave_each_process_its_reserve(budget_file: str) -> None:
+    budget = _core.NodeBudget(budget_file, 100, reserve_bytes=20)
+    assert budget.available == 100  # no process is attached before its first take
+    assert budget.take(100) == 80  # attached by this take: its reserve is kept free
+    assert budget.available == 0
+    assert budget.take(20, guaranteed=20) == 20  # the reserve is what a guaranteed take finds free
+    assert budget.in_use == 100
+    budget.give(100)
+
+
 def test_processes_share_one_budget_and_a_killed_ones_bytes_come_back(budget_file: str) -> None:
     budget = _core.NodeBudget(budget_file, 100)
     ready_read, ready_write = os.pipe()
