@@ -486,6 +486,18 @@ bool ObjectStream::try_peek(const uint8_t** data, size_t* size) {
 void ObjectStream::consume(size_t n) {
     current_offset_ += n;
     position_ += n;
+    if (current_offset_ == current_.size) release_budget_if_all_read();
+}
+
+void ObjectStream::release_budget_if_all_read() {
+    // A reader that stops at the last byte (read() of a known size) never asks for more: the end of the
+    // object is noticed here, so that the stream's budget does not wait for it to be closed.
+    if (budget_.held() == 0) return;
+    {
+        std::lock_guard<std::mutex> lock(shared_->mutex);
+        if (!shared_->headers_received || position_ < shared_->expected_bytes) return;
+    }
+    budget_.release();
 }
 
 void ObjectStream::return_read_window(size_t bytes) {
@@ -570,6 +582,7 @@ ObjectStream::Chunk ObjectStream::take_chunk() {
     position_ += taken.size;
     current_ = Chunk();
     current_offset_ = 0;
+    release_budget_if_all_read();
     return taken;
 }
 

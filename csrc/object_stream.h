@@ -131,6 +131,8 @@ private:
     }
     // Opens the CRT's window towards window_wanted_, as far as the node budget allows.
     void apply_window();
+    // Gives the node budget back once the reader has consumed every byte the stream will deliver.
+    void release_budget_if_all_read();
     // The chunk being read is done with: back to the read window, and into the retained chunks if enabled.
     void release_current();
     void hold(const Chunk& chunk, uint64_t start);

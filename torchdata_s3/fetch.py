@@ -80,9 +80,11 @@ def fetch_in_order(
     part = config.part_size_bytes
     reading_window = config.read_window_bytes if multi_part_download else part
     rate = config.throughput_target_gbps * 1e9 / 8
-    window = PrefetchWindow(
-        prefetch, max_inflight_bytes, part, reading_window, rate, node_budget=client.node_budget
-    )
+    try:
+        node_budget = client.node_budget
+    except S3Error:
+        node_budget = None  # no native client: the first GET raises the same failure, naming its object
+    window = PrefetchWindow(prefetch, max_inflight_bytes, part, reading_window, rate, node_budget=node_budget)
     # Every object planned, in input order; those fetched without the cache have a stream in `window`.
     opened: deque[ObjectTarget] = deque()
     plans: deque[Any] = deque()  # each target's cache plan (None: no cache)
