@@ -446,3 +446,100 @@ _crt_replace("aws-c-s3/source/s3_meta_request.c"
                 request->send_data.response_body = aws_s3_buffer_ticket_claim(request->ticket);
             }
         } else {")
+
+# aws-c-auth: the STS web identity provider (EKS IRSA) cannot reach an STS endpoint given as a URL.
+#
+# Its endpoint comes from AWS_ENDPOINT_URL_STS, then AWS_ENDPOINT_URL, then a profile's services section, else
+# sts.<region>.amazonaws.com. The overrides are URLs ("https://sts.example:8443", as the AWS CLI and SDKs read
+# them), but the provider used the whole string as a host name, always on port 443 over TLS: a job that sets
+# AWS_ENDPOINT_URL for its S3-compatible store (MinIO, Ceph) and gets its credentials from web identity asked
+# DNS for "http://minio:9000" and got no credentials. This parses a URL: its host, its port (else the scheme's),
+# TLS only for https, and a Host header of host[:port]. A bare host name works as before.
+# Test: tests/integration/test_credential_refresh.py (web identity, the token file rotated on disk).
+_crt_replace("aws-c-auth/source/credentials_provider_sts_web_identity.c"
+"    struct aws_tls_connection_options tls_connection_options;
+    AWS_ZERO_STRUCT(tls_connection_options);
+
+    struct aws_credentials_provider *provider = NULL;
+    struct aws_credentials_provider_sts_web_identity_impl *impl = NULL;
+"
+"    struct aws_tls_connection_options tls_connection_options;
+    AWS_ZERO_STRUCT(tls_connection_options);
+    /* torchdata_s3 fix (cmake/AwsCrtPatches.cmake): the endpoint may be a URL. */
+    struct aws_uri endpoint_uri;
+    AWS_ZERO_STRUCT(endpoint_uri);
+    bool endpoint_is_url = false;
+    bool endpoint_uses_tls = true;
+    uint32_t endpoint_port = 443;
+    struct aws_byte_buf host_header_value;
+    AWS_ZERO_STRUCT(host_header_value);
+
+    struct aws_credentials_provider *provider = NULL;
+    struct aws_credentials_provider_sts_web_identity_impl *impl = NULL;
+")
+_crt_replace("aws-c-auth/source/credentials_provider_sts_web_identity.c"
+"    aws_tls_connection_options_init_from_ctx(&tls_connection_options, options->tls_ctx);
+    struct aws_byte_cursor host = aws_byte_cursor_from_string(parameters->endpoint);
+    if (aws_tls_connection_options_set_server_name(&tls_connection_options, allocator, &host)) {"
+"    struct aws_byte_cursor host = aws_byte_cursor_from_string(parameters->endpoint);
+    /* torchdata_s3 fix (cmake/AwsCrtPatches.cmake): an override is a URL; a bare host keeps the old meaning. */
+    struct aws_byte_cursor scheme_separator = aws_byte_cursor_from_c_str(\"://\");
+    struct aws_byte_cursor found_separator;
+    if (aws_byte_cursor_find_exact(&host, &scheme_separator, &found_separator) == AWS_OP_SUCCESS) {
+        if (aws_uri_init_parse(&endpoint_uri, allocator, &host)) {
+            AWS_LOGF_ERROR(
+                AWS_LS_AUTH_CREDENTIALS_PROVIDER,
+                \"(id=%p): the STS endpoint override \\\"%s\\\" is not a URL\",
+                (void *)provider,
+                aws_string_c_str(parameters->endpoint));
+            goto on_error;
+        }
+        endpoint_is_url = true;
+        host = *aws_uri_host_name(&endpoint_uri);
+        endpoint_uses_tls = !aws_byte_cursor_eq_c_str_ignore_case(aws_uri_scheme(&endpoint_uri), \"http\");
+        endpoint_port = aws_uri_port(&endpoint_uri) != 0 ? aws_uri_port(&endpoint_uri) : (endpoint_uses_tls ? 443 : 80);
+    }
+    aws_byte_buf_init_copy_from_cursor(&host_header_value, allocator, host);
+    if (endpoint_port != (endpoint_uses_tls ? 443u : 80u)) {
+        char port_text[16];
+        snprintf(port_text, sizeof(port_text), \":%\" PRIu32, endpoint_port);
+        struct aws_byte_cursor port_cursor = aws_byte_cursor_from_c_str(port_text);
+        aws_byte_buf_append_dynamic(&host_header_value, &port_cursor);
+    }
+    if (endpoint_uses_tls) {
+        aws_tls_connection_options_init_from_ctx(&tls_connection_options, options->tls_ctx);
+    }
+    if (endpoint_uses_tls && aws_tls_connection_options_set_server_name(&tls_connection_options, allocator, &host)) {")
+_crt_replace("aws-c-auth/source/credentials_provider_sts_web_identity.c"
+"    manager_options.port = 443;"
+"    manager_options.port = endpoint_port; /* torchdata_s3 fix */")
+_crt_replace("aws-c-auth/source/credentials_provider_sts_web_identity.c"
+"    manager_options.tls_connection_options = &tls_connection_options;"
+"    manager_options.tls_connection_options = endpoint_uses_tls ? &tls_connection_options : NULL; /* torchdata_s3 fix */")
+_crt_replace("aws-c-auth/source/credentials_provider_sts_web_identity.c"
+"    impl->endpoint = aws_string_new_from_string(allocator, parameters->endpoint);"
+"    impl->endpoint = aws_string_new_from_buf(allocator, &host_header_value); /* torchdata_s3 fix: the Host header */")
+_crt_replace("aws-c-auth/source/credentials_provider_sts_web_identity.c"
+"    s_parameters_destroy(parameters);
+    aws_tls_connection_options_clean_up(&tls_connection_options);
+    return provider;"
+"    s_parameters_destroy(parameters);
+    aws_tls_connection_options_clean_up(&tls_connection_options);
+    aws_byte_buf_clean_up(&host_header_value); /* torchdata_s3 fix */
+    if (endpoint_is_url) {
+        aws_uri_clean_up(&endpoint_uri);
+    }
+    return provider;")
+_crt_replace("aws-c-auth/source/credentials_provider_sts_web_identity.c"
+"    aws_credentials_provider_destroy(provider);
+    s_parameters_destroy(parameters);
+    aws_tls_connection_options_clean_up(&tls_connection_options);
+    return NULL;"
+"    aws_credentials_provider_destroy(provider);
+    s_parameters_destroy(parameters);
+    aws_tls_connection_options_clean_up(&tls_connection_options);
+    aws_byte_buf_clean_up(&host_header_value); /* torchdata_s3 fix */
+    if (endpoint_is_url) {
+        aws_uri_clean_up(&endpoint_uri);
+    }
+    return NULL;")

@@ -1,5 +1,6 @@
 """A container credentials endpoint on loopback (what ECS and EKS Pod Identity serve, and what the CRT asks
-when ``AWS_CONTAINER_CREDENTIALS_FULL_URI`` names it), issuing short-lived keys that rotate on every fetch.
+when ``AWS_CONTAINER_CREDENTIALS_FULL_URI`` names it), issuing short-lived keys that rotate on every fetch;
+and STS's AssumeRoleWithWebIdentity (EKS IRSA), issuing them the same way for a token file it rotates.
 
 Each answered GET hands out a new key pair from `issue` (real keys of the test's server, e.g. from its STS)
 declared to expire `lifetime_s` later, and remembers that expiration, so that a front in the data path
@@ -10,12 +11,14 @@ declared to expire `lifetime_s` later, and remembers that expiration, so that a 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Optional
+from urllib.parse import parse_qs
 
 from tests.fault_proxy import ErrorAnswer, ProxiedRequest
 
@@ -26,6 +29,8 @@ EXPIRED_TOKEN = ErrorAnswer(400, "Bad Request", "ExpiredToken", "The provided to
 
 
 class ContainerCredentialsEndpoint:
+    content_type = "application/json"
+
     def __init__(self, issue: Callable[[], KeyTriple], *, lifetime_s: int) -> None:
         self._issue = issue
         self.lifetime_s = lifetime_s
@@ -39,9 +44,15 @@ class ContainerCredentialsEndpoint:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                body, status = endpoint._answer()
+                self._reply(*endpoint._answer(b""))
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                self._reply(*endpoint._answer(self.rfile.read(length)))
+
+            def _reply(self, body: bytes, status: int) -> None:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", endpoint.content_type)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -82,7 +93,7 @@ class ContainerCredentialsEndpoint:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def _answer(self) -> tuple[bytes, int]:
+    def _answer(self, request_body: bytes) -> tuple[bytes, int]:
         now = time.monotonic()
         with self._lock:
             if self._outage_on_next_refresh_s and self.issued:
@@ -90,19 +101,90 @@ class ContainerCredentialsEndpoint:
                 self._outage_on_next_refresh_s = 0.0
             if now < self._outage_until:
                 self.failed.append(now)
-                return b'{"code": "InternalError", "message": "restarting"}', 500
+                return self._error("InternalError", "restarting"), 500
+        refusal = self._refusal(request_body)
+        if refusal is not None:
+            return refusal
         access_key_id, secret, token = self._issue()
         expiration = int(time.time()) + self.lifetime_s
         with self._lock:
             self._expirations[access_key_id] = expiration
             self.issued.append((time.monotonic(), access_key_id))
+        iso_expiration = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expiration))
+        return self._document(access_key_id, secret, token, iso_expiration), 200
+
+    def _refusal(self, request_body: bytes) -> Optional[tuple[bytes, int]]:
+        return None  # the container endpoint answers every GET
+
+    def _error(self, code: str, message: str) -> bytes:
+        return json.dumps({"code": code, "message": message}).encode()
+
+    def _document(self, access_key_id: str, secret: str, token: str, expiration: str) -> bytes:
         document = {
             "AccessKeyId": access_key_id,
             "SecretAccessKey": secret,
             "Token": token,
-            "Expiration": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expiration)),
+            "Expiration": expiration,
         }
-        return json.dumps(document).encode(), 200
+        return json.dumps(document).encode()
+
+
+class WebIdentitySts(ContainerCredentialsEndpoint):
+    """STS's AssumeRoleWithWebIdentity on loopback (what the CRT asks when ``AWS_WEB_IDENTITY_TOKEN_FILE`` and
+    ``AWS_ROLE_ARN`` are set and ``AWS_ENDPOINT_URL_STS`` names it), for `role_arn` only. The token in
+    `token_file` is rotated by :meth:`rotate_token`, as Kubernetes rotates a projected service account token;
+    the current token and the one before it are accepted, older ones refused (``InvalidIdentityToken``), so
+    a client that read the file only once fails after two rotations."""
+
+    content_type = "text/xml"
+
+    def __init__(
+        self, issue: Callable[[], KeyTriple], *, lifetime_s: int, token_file: str, role_arn: str
+    ) -> None:
+        self.token_file = token_file
+        self.role_arn = role_arn
+        self._tokens = [f"token-{time.time_ns()}"]
+        self._write_token()
+        self.refused_tokens: list[str] = []
+        super().__init__(issue, lifetime_s=lifetime_s)
+        self.url = self.url.rsplit("/", 1)[0]  # STS answers at the root
+
+    def rotate_token(self) -> None:
+        with self._lock:
+            self._tokens.append(f"token-{time.time_ns()}")
+            self._write_token()
+
+    def _write_token(self) -> None:
+        staged = self.token_file + ".new"
+        with open(staged, "w") as out:
+            out.write(self._tokens[-1])
+        os.replace(staged, self.token_file)  # a reader sees the old token or the new one, never half of one
+
+    def _refusal(self, request_body: bytes) -> Optional[tuple[bytes, int]]:
+        form = {name: values[0] for name, values in parse_qs(request_body.decode()).items()}
+        if form.get("Action") != "AssumeRoleWithWebIdentity" or form.get("RoleArn") != self.role_arn:
+            return self._error("AccessDenied", f"not a web identity request for {self.role_arn}"), 403
+        token = form.get("WebIdentityToken", "")
+        with self._lock:
+            if token in self._tokens[-2:]:
+                return None
+            self.refused_tokens.append(token)
+        return self._error("InvalidIdentityToken", "the token is no longer valid"), 400
+
+    def _error(self, code: str, message: str) -> bytes:
+        return (
+            f"<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>{message}</Message></Error>"
+            "</ErrorResponse>"
+        ).encode()
+
+    def _document(self, access_key_id: str, secret: str, token: str, expiration: str) -> bytes:
+        return (
+            '<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">'
+            "<AssumeRoleWithWebIdentityResult><Credentials>"
+            f"<AccessKeyId>{access_key_id}</AccessKeyId><SecretAccessKey>{secret}</SecretAccessKey>"
+            f"<SessionToken>{token}</SessionToken><Expiration>{expiration}</Expiration>"
+            "</Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>"
+        ).encode()
 
 
 def signing_key_of(request: ProxiedRequest) -> str:

@@ -1,5 +1,6 @@
-"""Credentials that expire while a job runs: container credentials rotating under load, an outage of the
-credentials endpoint at the moment of a refresh, and no usable credentials left.
+"""Credentials that expire while a job runs: container credentials and web identity (its token file rotated
+on disk) rotating under load, an outage of the credentials endpoint at the moment of a refresh, and no usable
+credentials left.
 
 The keys are real: each fetch of the loopback container credentials endpoint (tests/credentials_endpoint.py)
 asks the authenticating moto server's STS for a new session, which moto then checks every signature
@@ -16,12 +17,14 @@ import hashlib
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from torch.utils.data import DataLoader
 
 from tests.credentials_endpoint import (
     ContainerCredentialsEndpoint,
+    WebIdentitySts,
     container_credentials_endpoint,
     signing_key_of,
 )
@@ -107,7 +110,64 @@ def signing_keys(front: FaultProxy) -> list[str]:
 def test_keys_rotating_every_few_seconds_under_load_fail_no_sample_and_no_upload(
     rotating_keys: ContainerCredentialsEndpoint, front: FaultProxy
 ) -> None:
-    endpoint = rotating_keys
+    stream_and_upload_while_keys_rotate(rotating_keys, front)
+
+
+@pytest.fixture
+def web_identity(
+    no_credentials: Identities,  # noqa: F811
+    objects: None,
+    front: FaultProxy,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> Iterator[WebIdentitySts]:
+    """STS's AssumeRoleWithWebIdentity as the only source of credentials (keys living 6 s), reached through
+    AWS_ENDPOINT_URL_STS, a URL (cmake/AwsCrtPatches.cmake); AWS_ENDPOINT_URL names the S3 front, as a job
+    using an S3-compatible store sets it."""
+    role_arn = "arn:aws:iam::123456789012:role/training"
+    sts = WebIdentitySts(
+        sts_sessions(no_credentials), lifetime_s=6, token_file=str(tmp_path / "token"), role_arn=role_arn
+    )
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", sts.token_file)
+    monkeypatch.setenv("AWS_ROLE_ARN", role_arn)
+    monkeypatch.setenv("AWS_ROLE_SESSION_NAME", "training-job")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", sts.url)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", front.endpoint_url)
+    front.set_gate(sts.refuse_expired)
+    client._forget_native_clients()
+    try:
+        yield sts
+    finally:
+        client._forget_native_clients()
+        sts.stop()
+
+
+def test_web_identity_keys_rotating_with_their_token_file_fail_no_sample_and_no_upload(
+    web_identity: WebIdentitySts, front: FaultProxy
+) -> None:
+    # The token file is rotated every 2 s and STS accepts only the last two tokens: every refresh must read
+    # the file again.
+    stop = threading.Event()
+
+    def rotate() -> None:
+        while not stop.wait(2.0):
+            web_identity.rotate_token()
+
+    rotator = threading.Thread(target=rotate, daemon=True)
+    rotator.start()
+    try:
+        stream_and_upload_while_keys_rotate(web_identity, front)
+    finally:
+        stop.set()
+        rotator.join(timeout=5)
+    assert len(web_identity._tokens) >= 5  # rotated during the run
+    assert web_identity.refused_tokens == []
+
+
+def stream_and_upload_while_keys_rotate(endpoint: ContainerCredentialsEndpoint, front: FaultProxy) -> None:
+    """A 2-worker DataLoader reads every object again and again while a multipart upload goes out, for 10 s
+    of keys living `endpoint.lifetime_s`: nothing fails, nothing is signed with an expired key, and keys are
+    fetched at refreshes, not per request."""
     run_s = 10.0
     uploaded: list[BaseException] = []
 
