@@ -156,6 +156,16 @@ CREDENTIALS_HOW_TO = (
 _ECS_AGENT = "http://169.254.170.2"
 
 
+def _sts_endpoint(environ: Mapping[str, str]) -> str:
+    """Where the CRT's web identity provider asks STS, as the AWS CLI picks it, in words."""
+    for variable in ("AWS_ENDPOINT_URL_STS", "AWS_ENDPOINT_URL"):
+        if environ.get(variable, "").strip():
+            note = "" if variable == "AWS_ENDPOINT_URL_STS" else "; set AWS_ENDPOINT_URL_STS if it is not STS"
+            return f"{environ[variable].strip()} ({variable}{note})"
+    region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or "<region>"
+    return f"sts.{region}.amazonaws.com"
+
+
 def no_credentials_hint(environ: Mapping[str, str]) -> str:
     """Why a request found no credentials to sign with, and what to do: the CRT's default chain asks the
     environment's keys, the shared files, then one of web identity, the container endpoint or instance
@@ -167,8 +177,8 @@ def no_credentials_hint(environ: Mapping[str, str]) -> str:
         return (
             f"no valid credentials came from web identity (the token in {web_identity_file}, "
             f"AWS_WEB_IDENTITY_TOKEN_FILE, for the role {environ['AWS_ROLE_ARN']}, AWS_ROLE_ARN) through "
-            "STS: check that the token file is there and current (the platform rotates it) and that STS is "
-            "reachable from this process"
+            f"STS at {_sts_endpoint(environ)}: check that the token file is there and current (the platform "
+            "rotates it) and that STS is reachable from this process"
         )
     if container_url or relative:
         url, variable = (

@@ -253,3 +253,25 @@ def test_no_credentials_from_the_container_endpoint_name_it(
         assert endpoint.url in message and "AWS_CONTAINER_CREDENTIALS_FULL_URI" in message, message
         assert "AWS_ACCESS_KEY_ID" not in message, message
         assert front.records == []  # nothing unsigned went out
+
+
+def test_web_identity_asking_the_s3_endpoint_for_sts_names_both_variables(
+    web_identity: WebIdentitySts, front: FaultProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The pitfall the URL patch opened: AWS_ENDPOINT_URL names the S3 store, and without AWS_ENDPOINT_URL_STS
+    # the CRT asks that store for STS credentials (as the AWS CLI would), which it cannot give.
+    monkeypatch.delenv("AWS_ENDPOINT_URL_STS")
+    client._forget_native_clients()
+    started = time.monotonic()
+    with pytest.raises(S3PermissionError) as caught:
+        with S3Client(S3Config.resolve()).open(f"s3://{BUCKET}/obj000", "rb") as reader:
+            reader.read()
+    assert time.monotonic() - started < 30
+    message = str(caught.value)
+    assert f"through STS at {front.endpoint_url} (AWS_ENDPOINT_URL; set AWS_ENDPOINT_URL_STS" in message, (
+        message
+    )
+    assert web_identity.token_file in message and "AWS_ROLE_ARN" in message, message
+    assert web_identity.issued == []
+    # The URL was followed (host, port, plain http): the STS requests reached the store, and nothing else did.
+    assert front.records and all(record.method == "POST" for record in front.records), front.records

@@ -182,8 +182,28 @@ def test_every_hint_is_in_the_catalogue_with_its_class(fields: dict) -> None:
             },
         ),
         ({"AWS_WEB_IDENTITY_TOKEN_FILE": "<file>", "AWS_ROLE_ARN": "<role>"}, {}),
+        (
+            {
+                "AWS_WEB_IDENTITY_TOKEN_FILE": "<file>",
+                "AWS_ROLE_ARN": "<role>",
+                "AWS_ENDPOINT_URL_STS": "<url>",
+            },
+            {},
+        ),
+        (
+            {"AWS_WEB_IDENTITY_TOKEN_FILE": "<file>", "AWS_ROLE_ARN": "<role>", "AWS_ENDPOINT_URL": "<url>"},
+            {},
+        ),
     ],
-    ids=["nothing", "instance-metadata", "container-full-uri", "container-relative-uri", "web-identity"],
+    ids=[
+        "nothing",
+        "instance-metadata",
+        "container-full-uri",
+        "container-relative-uri",
+        "web-identity",
+        "web-identity-sts-url",
+        "web-identity-endpoint-url",
+    ],
 )
 def test_every_no_credentials_hint_is_in_the_catalogue(environ: dict, placeholders: dict) -> None:
     hint = no_credentials_hint({"AWS_EC2_METADATA_DISABLED": "false", **environ})
