@@ -263,9 +263,9 @@ def test_web_identity_asking_the_s3_endpoint_for_sts_names_both_variables(
     monkeypatch.delenv("AWS_ENDPOINT_URL_STS")
     client._forget_native_clients()
     started = time.monotonic()
-    with pytest.raises(S3PermissionError) as caught:
-        with S3Client(S3Config.resolve()).open(f"s3://{BUCKET}/obj000", "rb") as reader:
-            reader.read()
+    s3 = S3Client(S3Config.resolve())
+    with pytest.raises(S3PermissionError) as caught, s3.open(f"s3://{BUCKET}/obj000", "rb") as reader:
+        reader.read()
     assert time.monotonic() - started < 30
     message = str(caught.value)
     assert f"through STS at {front.endpoint_url} (AWS_ENDPOINT_URL; set AWS_ENDPOINT_URL_STS" in message, (
