@@ -73,6 +73,8 @@ subset=(
     "tests/integration/test_tls_faults.py::test_one_fault_inside_tls_is_retried_and_the_data_is_exact[drop]"
     tests/integration/test_tls_blinding.py::test_a_tampered_record_is_retried_at_once_and_its_connection_closes_after_the_blinding_delay
     tests/integration/test_credential_refresh.py::test_a_credentials_endpoint_outage_at_refresh_time_fails_no_read
+    tests/integration/test_credential_refresh.py::test_web_identity_keys_rotating_with_their_token_file_fail_no_sample_and_no_upload
+    tests/integration/test_credential_refresh.py::test_web_identity_asking_the_s3_endpoint_for_sts_names_both_variables
     tests/integration/test_throttling.py
     tests/unit/test_node_budget.py
     tests/integration/test_node_budget.py
