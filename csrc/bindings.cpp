@@ -481,15 +481,17 @@ PYBIND11_MODULE(_core, m) {
             "DeleteObjects of 1 to 1000 keys (quiet): [(key, code, message)] for each key S3 did not delete.")
         .def(
             "download_file",
-            [](S3Client& client, const std::string& bucket, const std::string& key, const std::string& path) {
+            [](S3Client& client, const std::string& bucket, const std::string& key, const std::string& path,
+               bool direct_io) {
                 BodyRequest request = object_request("GET", "GetObject", bucket, key, 0);
                 request.recv_filepath = path;
+                request.direct_io = direct_io;
                 GilRelease release;
                 perform_body_request(client, request);
             },
-            py::arg("bucket"), py::arg("key"), py::arg("path"),
+            py::arg("bucket"), py::arg("key"), py::arg("path"), py::kw_only(), py::arg("direct_io") = false,
             "GetObject into a new or replaced local file (parts in parallel, written at their offsets by the CRT); "
-            "the file is deleted if the request fails.")
+            "the file is deleted if the request fails. direct_io: write with O_DIRECT, past the page cache.")
         .def(
             "upload_file",
             [](S3Client& client, const std::string& path, const std::string& bucket, const std::string& key,

@@ -124,6 +124,11 @@ PendingBodyRequest::PendingBodyRequest(S3Client& client, const BodyRequest& requ
         options.recv_file_option = AWS_S3_RECV_FILE_CREATE_OR_REPLACE;
         options.recv_file_delete_on_failure = true;
     }
+    aws_s3_file_io_options file_io = {};  // copied by the CRT when the meta request is made
+    if (!request.recv_filepath.empty() && request.direct_io) {
+        file_io.direct_io = true;
+        options.fio_opts = &file_io;
+    }
     if (!request.send_filepath.empty()) {
         options.type = AWS_S3_META_REQUEST_TYPE_PUT_OBJECT;
         options.send_filepath = aws_byte_cursor_from_array(request.send_filepath.data(), request.send_filepath.size());

@@ -29,6 +29,9 @@ struct BodyRequest {
     // Non-empty: a GetObject whose body the CRT writes into this (new or replaced) file, parts in parallel at
     // their own offsets; the file is deleted if the request fails.
     std::string recv_filepath;
+    // With recv_filepath: write the parts with O_DIRECT, past the page cache (the CRT falls back to buffered
+    // writes where the file system or an unaligned part refuses it).
+    bool direct_io = false;
     // Non-empty: a PutObject whose body the CRT reads from this file (parallel parts above the multipart
     // threshold).
     std::string send_filepath;

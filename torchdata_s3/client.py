@@ -572,8 +572,9 @@ class S3Client:
 
     def download_file(self, url: str, path: Union[str, os.PathLike]) -> None:
         """Writes one object to a local file, its parts fetched in parallel and written at their offsets by
-        the native core (no byte passes through Python). The bytes land in a temporary file beside ``path``
-        that replaces it only once complete: a failed download leaves ``path`` as it was.
+        the native core (no byte passes through Python), past the page cache where the file system allows
+        (``config.direct_io_downloads``). The bytes land in a temporary file beside ``path`` that replaces it
+        only once complete: a failed download leaves ``path`` as it was.
 
         Raises:
             InvalidS3UrlError, S3FileNotFoundError (no such key or bucket), S3PermissionError, OSError (the
@@ -589,7 +590,9 @@ class S3Client:
         partial = os.path.join(directory, f".{name}.{os.getpid()}.{threading.get_ident()}.partial")
         native = self._native_for(location, "GetObject")
         try:
-            native.download_file(location.bucket, location.key, partial)
+            native.download_file(
+                location.bucket, location.key, partial, direct_io=self.config.direct_io_downloads
+            )
             os.replace(partial, target)
         finally:
             # The CRT deletes its file when the request fails; a failed os.replace leaves it behind.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,73 @@ def test_upload_without_overwrite_refuses_an_existing_object(
     assert boto_s3.get_object(Bucket=bucket, Key="taken")["Body"].read() == b"first"
     client.upload_file(source, f"s3://{bucket}/new", overwrite=False)
     assert boto_s3.get_object(Bucket=bucket, Key="new")["Body"].read() == b"second"
+
+
+def resident_fraction(path: Path) -> float:
+    """The share of the file's pages in the page cache (mincore(2) over a read-only mapping of it)."""
+    import ctypes
+    import mmap
+
+    size = path.stat().st_size
+    page = mmap.PAGESIZE
+    pages = -(-size // page)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    with open(path, "rb") as file:
+        address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, file.fileno(), 0)
+        assert address not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+        try:
+            vector = ctypes.create_string_buffer(pages)
+            assert libc.mincore(address, size, vector) == 0, ctypes.get_errno()
+            return sum(byte & 1 for byte in vector.raw) / pages
+        finally:
+            libc.munmap(address, size)
+
+
+@pytest.mark.parametrize("size", [0, 1, 4096, 5 * MiB, 5 * MiB + 1, 17 * MiB + 3])
+@pytest.mark.parametrize("directory", ["disk", "tmpfs"])
+def test_downloads_write_past_the_page_cache_and_stay_byte_exact(
+    client: S3Client, bucket: str, boto_s3, tmp_path: Path, size: int, directory: str
+) -> None:  # type: ignore[no-untyped-def]
+    """O_DIRECT where the file system takes it (whole parts; the CRT writes an unaligned tail buffered), and
+    buffered writes where it refuses O_DIRECT (tmpfs): the same bytes either way."""
+    data = os.urandom(size)
+    boto_s3.put_object(Bucket=bucket, Key="obj", Body=data)
+    if directory == "tmpfs":
+        if not os.path.isdir("/dev/shm"):
+            pytest.fail("this test needs /dev/shm (a tmpfs) for the file system that refuses O_DIRECT")
+        tmp_path = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        target = tmp_path / "target.bin"
+        client.download_file(f"s3://{bucket}/obj", target)
+        assert target.read_bytes() == data
+        assert [name for name in os.listdir(tmp_path) if name.endswith(".partial")] == []
+    finally:
+        if directory == "tmpfs":
+            shutil.rmtree(tmp_path)
+
+
+def test_a_large_download_bypasses_the_page_cache_unless_asked_not_to(
+    s3_endpoint: str, bucket: str, boto_s3, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    data = os.urandom(17 * MiB + 3)
+    boto_s3.put_object(Bucket=bucket, Key="big", Body=data)
+    config = S3Config.resolve(part_size_bytes=5 * MiB)
+    direct, buffered = tmp_path / "direct.bin", tmp_path / "buffered.bin"
+    S3Client(config).download_file(f"s3://{bucket}/big", direct)
+    S3Client(config.replace(direct_io_downloads=False)).download_file(f"s3://{bucket}/big", buffered)
+    # Three whole parts went past the cache; only the 2 MiB tail (written buffered) can be resident. (Measured
+    # before reading: reading brings pages in.)
+    assert resident_fraction(direct) < 0.2
+    assert resident_fraction(buffered) > 0.9
+    assert direct.read_bytes() == data == buffered.read_bytes()
