@@ -9,7 +9,8 @@ checking each against its digest; a writer uploading objects of random sizes (si
 checking each through boto3, straight from the server; a checkpointer saving and loading a state dict. The
 path to the server goes through a fault proxy that drops, cuts and fails requests at random, admits a fixed
 request rate (503 SlowDown above it) and refuses requests signed with expired keys (ExpiredToken); keys come
-from a container credentials endpoint that hands out keys living 8 s. Reported: bytes moved by each path,
+from a container credentials endpoint that hands out keys living 8 s. Every path takes its buffers from one
+node memory budget (--node-budget-mib, 256 by default). Reported: bytes moved by each path,
 every error by type (a typed error is allowed; a wrong byte never), RSS of the process and its workers over
 time (rss.png: the soak's own process, which holds the fault proxy's buffers too, and its DataLoader
 workers; not the server), in report.json and report.md under --output.
@@ -125,8 +126,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--output", type=Path, default=Path("build/soak"))
+    parser.add_argument(
+        "--node-budget-mib", type=int, default=256, help="the node memory budget of every path (0: none)"
+    )
     args = parser.parse_args()
     args.output.mkdir(parents=True, exist_ok=True)
+    budget_file = args.output / "node.budget"
+    budget_file.unlink(missing_ok=True)  # a fresh peak
 
     objects = {f"data/{index:03d}": object_body(index) for index in range(OBJECTS)}
     digests = {key: hashlib.sha256(body).hexdigest() for key, body in objects.items()}
@@ -150,11 +156,24 @@ def main() -> None:
                 AWS_REGION="us-east-1",
                 AWS_EC2_METADATA_DISABLED="true",
             )
+            if args.node_budget_mib:
+                os.environ.update(
+                    TORCHDATA_S3_NODE_MEMORY_BUDGET=str(args.node_budget_mib * 2**20),
+                    TORCHDATA_S3_NODE_MEMORY_BUDGET_FILE=str(budget_file),
+                )
             client._forget_native_clients()
             sizes = {key: len(body) for key, body in objects.items()}
             report = soak(
                 args.minutes * 60, server.process.pid, digests, sizes, direct, proxy, throttle, keys
             )
+            if args.node_budget_mib:
+                budget = S3Client(S3Config.resolve()).node_budget
+                assert budget is not None
+                report["node budget MiB (limit, peak, held at the end by live and dead processes)"] = [
+                    args.node_budget_mib,
+                    round(budget.peak / 2**20, 1),
+                    round(budget.in_use / 2**20, 1),
+                ]
     finally:
         server.stop()
     write_report(args.output, report)
