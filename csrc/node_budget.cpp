@@ -145,10 +145,8 @@ struct NodeBudget::File {
     void reclaim(Slot& s) {
         const uint64_t bytes = s.held.exchange(0);
         s.in_use.store(0);
-        if (bytes != 0) {
-            header->reclaimed.fetch_add(bytes);
-            header->generation.fetch_add(1);
-        }
+        header->reclaimed.fetch_add(bytes);
+        header->generation.fetch_add(1);  // its bytes and its reserve came back, even with nothing held
     }
 
     // Callers hold g_mutex and the table lock. True if a dead process's bytes came back.
@@ -159,7 +157,7 @@ struct NodeBudget::File {
         bool any = false;
         for (uint32_t i = 0; i < kSlots; ++i) {
             if (i == slot || slots[i].in_use.load() == 0 || locked_by_another(fd, slot_byte(i))) continue;
-            any = any || slots[i].held.load() != 0;
+            any = true;  // its bytes, and the reserve kept for it, are free again
             reclaim(slots[i]);
         }
         return any;
@@ -288,17 +286,21 @@ uint64_t NodeBudget::held_here() const {
 }
 
 uint64_t BudgetShare::grow_to(uint64_t want, uint64_t guaranteed) {
-    if (!budget_ || held_ >= want) return held_;
+    if (!budget_) return held_;
+    if (held_ != 0 && owner_ != getpid()) held_ = 0;  // the parent's share, seen from a fork child
+    if (held_ >= want) return held_;
     if (refused_ && held_ >= guaranteed && budget_->generation() == refused_at_) return held_;
     refused_at_ = budget_->generation();
     held_ += budget_->take(want - held_, guaranteed > held_ ? guaranteed - held_ : 0);
+    owner_ = getpid();
     refused_ = held_ < want;
     return held_;
 }
 
 void BudgetShare::shrink_to(uint64_t keep) {
     if (!budget_ || held_ <= keep) return;
-    budget_->give(held_ - keep);
+    // A fork child's copy of its parent's share is the parent's to give back: dropped here, never given.
+    if (owner_ == getpid()) budget_->give(held_ - keep);
     held_ = keep;
 }
 

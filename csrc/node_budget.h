@@ -15,6 +15,8 @@
 // Fork: a child holds none of its parent's bytes and attaches its own slot at its first call.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -93,6 +95,7 @@ public:
 private:
     std::shared_ptr<NodeBudget> budget_;
     uint64_t held_ = 0;
+    pid_t owner_ = 0;  // the process that took held_: a fork child drops its copy without giving it back
     bool refused_ = false;
     uint32_t refused_at_ = 0;  // the budget's generation when it last refused this share
 };

@@ -284,6 +284,7 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
         const uint64_t first = req.size_hint != 0 ? std::min(part, req.size_hint) : part;
         stream->budget_.attach(s3.budget());
         stream->budget_.grow_to(first, first);
+        stream->first_budget_bytes_ = first;
     }
     stream->widen_window(req.window_bytes != 0 ? req.window_bytes : s3.options().read_window_bytes);
     return stream;
@@ -298,6 +299,10 @@ void ObjectStream::widen_window(uint64_t window_bytes) {
 void ObjectStream::apply_window() {
     uint64_t window = window_wanted_;
     if (budget_.active()) {
+        {
+            std::lock_guard<std::mutex> lock(shared_->mutex);
+            if (shared_->failed || shared_->body_complete_locked()) return;  // nothing more will arrive
+        }
         // The CRT starts a part once the window reaches any byte of it: a window buffers in whole parts.
         const uint64_t part = part_bytes();
         uint64_t need = (window + part - 1) / part * part;
@@ -305,7 +310,12 @@ void ObjectStream::apply_window() {
         if (request_.size_hint != 0) need = std::min(need, request_.size_hint);
         if (size_if_known(&size)) need = std::min(need, size);
         const uint64_t held = budget_.grow_to(need);
-        if (held < need) window = std::min(window, held / part * part);
+        if (held < need) {
+            // Only whole parts widen the window: a partial grant beyond the first part goes back at once.
+            const uint64_t usable = std::max(held / part * part, first_budget_bytes_);
+            if (usable < held) budget_.shrink_to(usable);
+            window = std::min(window, held / part * part);
+        }
     }
     if (window <= window_bytes_) return;
     const uint64_t more = window - window_bytes_;
@@ -396,8 +406,13 @@ void ObjectStream::cancel() {
 }
 
 bool ObjectStream::advance() {
-    std::lock_guard<std::mutex> lock(shared_->mutex);
-    if (shared_->failed) throw shared_->failure;
+    std::unique_lock<std::mutex> lock(shared_->mutex);
+    if (shared_->failed) {
+        RequestFailure failure = shared_->failure;
+        lock.unlock();
+        budget_.release();  // a failed stream buffers nothing more
+        throw failure;
+    }
     if (shared_->queue.empty()) return false;
     current_ = std::move(shared_->queue.front());
     shared_->queue.pop_front();
@@ -517,9 +532,7 @@ bool ObjectStream::wait_for_data() {
     size_t size;
     if (try_peek(&data, &size)) return true;
     std::unique_lock<std::mutex> lock(shared_->mutex);
-    meta_.wait_or_fail(
-        lock, [this] { return shared_->failed || !shared_->queue.empty() || shared_->finished; }, request_.timeout_ms,
-        "data");
+    wait_or_fail(lock, [this] { return shared_->failed || !shared_->queue.empty() || shared_->finished; }, "data");
     if (!shared_->queue.empty()) return true;
     lock.unlock();
     budget_.release();  // finished, nothing left: the stream buffers nothing more
@@ -528,8 +541,7 @@ bool ObjectStream::wait_for_data() {
 
 uint64_t ObjectStream::wait_for_size() {
     std::unique_lock<std::mutex> lock(shared_->mutex);
-    meta_.wait_or_fail(
-        lock, [this] { return shared_->failed || shared_->headers_received; }, request_.timeout_ms, "response");
+    wait_or_fail(lock, [this] { return shared_->failed || shared_->headers_received; }, "response");
     return shared_->expected_bytes;
 }
 
@@ -588,8 +600,7 @@ ObjectStream::Chunk ObjectStream::take_chunk() {
 
 void ObjectStream::wait_for_placement(uint64_t* first_offset, uint64_t* object_size) {
     std::unique_lock<std::mutex> lock(shared_->mutex);
-    meta_.wait_or_fail(
-        lock, [this] { return shared_->failed || shared_->headers_received; }, request_.timeout_ms, "response");
+    wait_or_fail(lock, [this] { return shared_->failed || shared_->headers_received; }, "response");
     *first_offset = shared_->first_offset;
     *object_size = shared_->object_size;
 }

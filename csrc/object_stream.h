@@ -133,6 +133,18 @@ private:
     void apply_window();
     // Gives the node budget back once the reader has consumed every byte the stream will deliver.
     void release_budget_if_all_read();
+    // MetaRequest::wait_or_fail with the request's timeout; a failure or timeout first gives the stream's
+    // node budget back (a failed stream buffers nothing more), then is thrown.
+    template <typename Predicate>
+    void wait_or_fail(std::unique_lock<std::mutex>& lock, Predicate done, const char* what) {
+        try {
+            meta_.wait_or_fail(lock, done, request_.timeout_ms, what);
+        } catch (...) {
+            if (lock.owns_lock()) lock.unlock();
+            budget_.release();
+            throw;
+        }
+    }
     // The chunk being read is done with: back to the read window, and into the retained chunks if enabled.
     void release_current();
     void hold(const Chunk& chunk, uint64_t start);
@@ -149,6 +161,7 @@ private:
     // Of the client's node budget: what the window may buffer. Given back once the stream buffers nothing
     // more (its end, a failure, close).
     BudgetShare budget_;
+    uint64_t first_budget_bytes_ = 0;  // the guaranteed share: the first part (or the object, if smaller)
 
     // reader side only (no lock):
     Chunk current_;

@@ -207,7 +207,7 @@ void ObjectUpload::write(const uint8_t* data, size_t size) {
             // A write passes while the bytes in flight are below the limit, so the CRT may hold one step more:
             // the share covers that step too. Two steps are guaranteed: one part sent while the next fills.
             if (!budget_.active()) budget_.attach(client_->budget());
-            const uint64_t want = (limit != 0 ? limit : client_->budget()->limit()) + step;
+            const uint64_t want = std::max<uint64_t>(limit != 0 ? limit : client_->budget()->limit(), step) + step;
             limit = budget_.grow_to(want, 2 * step) - step;
         }
         if (limit != 0) {
@@ -227,6 +227,11 @@ void ObjectUpload::write(const uint8_t* data, size_t size) {
 std::string ObjectUpload::complete() {
     if (ended_) throw std::logic_error("complete() after complete() or abort()");
     ended_ = true;
+    // However complete() ends, the upload holds nothing more in the CRT.
+    struct ReleaseOnExit {
+        BudgetShare& share;
+        ~ReleaseOnExit() { share.release(); }
+    } release_on_exit{budget_};
     if (!request_.whole_body) {
         // Whatever is left in the current part buffer goes out, then the upload is completed.
         try {
@@ -237,7 +242,6 @@ std::string ObjectUpload::complete() {
         }
     }
     wait_finished();
-    budget_.release();
     std::lock_guard<std::mutex> lock(shared_->mutex);
     return shared_->etag;
 }
@@ -249,6 +253,7 @@ void ObjectUpload::wait_finished() {
 }
 
 void ObjectUpload::abort() {
+    budget_.release();  // also after a failed complete(): nothing more is sent
     if (ended_) return;
     ended_ = true;
     std::unique_lock<std::mutex> lock(shared_->mutex);
@@ -260,8 +265,6 @@ void ObjectUpload::abort() {
     // The CRT sends AbortMultipartUpload before it finishes the meta request: wait, so that nothing of this
     // upload is left on the server when abort() returns.
     meta_.wait_patiently(lock, [this] { return shared_->finished; }, request_.abort_timeout_ms);
-    lock.unlock();
-    budget_.release();
 }
 
 uint64_t ObjectUpload::bytes_acknowledged() {

@@ -417,7 +417,9 @@ class S3Config:
         """The file of the node's memory budget: ``node_memory_budget_file``, else one per user in
         ``/dev/shm`` (memory, never written to disk; the temporary directory where there is none)."""
         if self.node_memory_budget_file:
-            return os.path.abspath(self.node_memory_budget_file)
+            # One name per file: a process must open a budget file once (closing any descriptor of it drops
+            # every record lock the process holds on it).
+            return os.path.realpath(self.node_memory_budget_file)
         directory = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
         return os.path.join(directory, f"torchdata-s3-{os.getuid()}.budget")
 

@@ -173,3 +173,26 @@ def _no_budget_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator
     monkeypatch.delenv("TORCHDATA_S3_NODE_MEMORY_BUDGET", raising=False)
     monkeypatch.delenv("TORCHDATA_S3_NODE_MEMORY_BUDGET_FILE", raising=False)
     yield
+
+
+def test_a_failed_read_and_a_failed_upload_give_their_bytes_back_before_they_are_closed(
+    s3_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    from torchdata_s3 import S3FileNotFoundError, S3ObjectExistsError
+
+    config = config_for(s3_endpoint, tmp_path / "failures.budget", 64 * MiB)
+    client = S3Client(config)
+    node = client.node_budget
+    assert node is not None
+    missing = client.open_native(S3Client._object_location(f"s3://{bucket}/missing"))
+    with pytest.raises(S3FileNotFoundError):
+        missing.read(1)
+    assert node.in_use == 0  # the stream object is still alive
+    with client.open(f"s3://{bucket}/taken", "wb") as writer:
+        writer.write(b"first")
+    writer = client.open(f"s3://{bucket}/taken", "wb", overwrite=False)
+    writer.write(random.Random(3).randbytes(2 * PART))  # multipart: parts in flight hold the budget
+    with pytest.raises(S3ObjectExistsError):
+        writer.close()
+    assert node.in_use == 0
+    del missing, writer
