@@ -63,16 +63,24 @@ int64_t now_ns() {
         .count();
 }
 
+constexpr const char* kNotABudgetFile = "is not a budget file of this version (remove it once no process uses it)";
+
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
     throw std::runtime_error("node memory budget " + path + ": " + what);
 }
 
-bool set_lock(int fd, off_t at, short type, bool wait) {
+// A record lock of `type` on the one byte at `at`.
+struct flock one_byte(short type, off_t at) {
     struct flock fl = {};
     fl.l_type = type;
     fl.l_whence = SEEK_SET;
     fl.l_start = at;
     fl.l_len = 1;
+    return fl;
+}
+
+bool set_lock(int fd, off_t at, short type, bool wait) {
+    struct flock fl = one_byte(type, at);
     while (fcntl(fd, wait ? F_SETLKW : F_SETLK, &fl) != 0) {
         if (errno != EINTR) return false;
     }
@@ -81,11 +89,7 @@ bool set_lock(int fd, off_t at, short type, bool wait) {
 
 // Whether another process holds the lock on byte `at` (our own locks never conflict with us).
 bool locked_by_another(int fd, off_t at) {
-    struct flock fl = {};
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = at;
-    fl.l_len = 1;
+    struct flock fl = one_byte(F_WRLCK, at);
     if (fcntl(fd, F_GETLK, &fl) != 0) return true;  // unknown: never reclaim on a failed look
     return fl.l_type != F_UNLCK;
 }
@@ -176,20 +180,24 @@ struct NodeBudget::File {
         return sum;
     }
 
-    // Callers hold g_mutex. `grant(free)` says what to take of the `free` bytes: those below `limit` less
+    // What a take that is not guaranteed could get: `limit` less what is in use (returned in `used`) and
     // `reserve` for each process attached.
+    uint64_t free_bytes(uint64_t limit, uint64_t reserve, uint64_t* used) const {
+        uint32_t attached = 0;
+        *used = sum_held(&attached);
+        const uint64_t kept = *used + reserve * attached;
+        return limit > kept ? limit - kept : 0;
+    }
+
+    // Callers hold g_mutex. `grant(free)` says what to take of the free bytes (free_bytes).
     template <typename Grant>
     uint64_t take_with(uint64_t limit, uint64_t reserve, uint64_t want, Grant grant) {
-        uint32_t attached = 0;
-        auto free_of = [&](uint64_t used) {
-            const uint64_t kept = used + reserve * attached;
-            return limit > kept ? limit - kept : 0;
-        };
         TableLock lock(*this);
         attach();
-        uint64_t used = sum_held(&attached);
-        if (free_of(used) < want && reclaim_dead_if_due()) used = sum_held(&attached);
-        const uint64_t taken = grant(free_of(used));
+        uint64_t used = 0;
+        uint64_t free = free_bytes(limit, reserve, &used);
+        if (free < want && reclaim_dead_if_due()) free = free_bytes(limit, reserve, &used);
+        const uint64_t taken = grant(free);
         if (taken != 0) {
             own().held.fetch_add(taken);
             const uint64_t now_used = used + taken;
@@ -220,7 +228,7 @@ std::shared_ptr<NodeBudget> NodeBudget::open(const std::string& path, uint64_t l
             fail(path, std::string("cannot size: ") + strerror(errno));
         }
         if (!fresh && static_cast<size_t>(st.st_size) != kFileBytes) {
-            fail(path, "is not a budget file of this version (remove it once no process uses it)");
+            fail(path, kNotABudgetFile);
         }
         file->map = mmap(nullptr, kFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, file->fd, 0);
         if (file->map == MAP_FAILED) {
@@ -234,7 +242,7 @@ std::shared_ptr<NodeBudget> NodeBudget::open(const std::string& path, uint64_t l
             file->header->version = kVersion;
             file->header->slot_count = kSlots;
         } else if (file->header->magic != kMagic || file->header->version != kVersion) {
-            fail(path, "is not a budget file of this version (remove it once no process uses it)");
+            fail(path, kNotABudgetFile);
         }
     }
     (*g_files)[path] = file;
@@ -271,9 +279,8 @@ void NodeBudget::give(uint64_t bytes) {
 uint64_t NodeBudget::in_use() const { return file_->sum_held(); }
 
 uint64_t NodeBudget::available() const {
-    uint32_t attached = 0;
-    const uint64_t kept = file_->sum_held(&attached) + reserve_ * attached;
-    return limit_ > kept ? limit_ - kept : 0;
+    uint64_t used = 0;
+    return file_->free_bytes(limit_, reserve_, &used);
 }
 uint64_t NodeBudget::peak() const { return file_->header->peak.load(); }
 void NodeBudget::reset_peak() { file_->header->peak.store(file_->sum_held()); }

@@ -299,16 +299,15 @@ void ObjectStream::widen_window(uint64_t window_bytes) {
 void ObjectStream::apply_window() {
     uint64_t window = window_wanted_;
     if (budget_.active()) {
-        {
-            std::lock_guard<std::mutex> lock(shared_->mutex);
-            if (shared_->failed || shared_->body_complete_locked()) return;  // nothing more will arrive
-        }
         // The CRT starts a part once the window reaches any byte of it: a window buffers in whole parts.
         const uint64_t part = part_bytes();
         uint64_t need = (window + part - 1) / part * part;
-        uint64_t size;
         if (request_.size_hint != 0) need = std::min(need, request_.size_hint);
-        if (size_if_known(&size)) need = std::min(need, size);
+        {
+            std::lock_guard<std::mutex> lock(shared_->mutex);
+            if (shared_->failed || shared_->body_complete_locked()) return;                 // nothing more will arrive
+            if (shared_->headers_received) need = std::min(need, shared_->expected_bytes);  // its size
+        }
         const uint64_t held = budget_.grow_to(need);
         if (held < need) {
             // Only whole parts widen the window: a partial grant beyond the first part goes back at once.

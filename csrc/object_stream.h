@@ -106,8 +106,6 @@ public:
     // Lets the download run up to `window_bytes` ahead of the reader (never shrinks the window). With a node
     // budget (node_budget.h), only as far as the budget grants: the rest when bytes come back to it.
     void widen_window(uint64_t window_bytes);
-    // Bytes of the node budget this stream holds (0 without one): what it may buffer, in whole parts.
-    uint64_t budget_held() const { return budget_.held(); }
 
     // Stops the transfer; later reads raise. Safe to call more than once.
     void cancel();
