@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from benchmarks import datasets
-from benchmarks.clients import CEILING, CLIENTS, OURS, ensure_paths, fsspec_ranges, load
+from benchmarks.clients import CLIENTS, OURS, UNSIGNED, ensure_paths, fsspec_ranges, load
 from benchmarks.clients.common import Context
 from benchmarks.progress import Progress
 from benchmarks.report import summarize, table, validate, write_json
@@ -173,6 +173,7 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
 # Clients that cannot be told to trust the run's CA, so --https leaves them out.
 NO_PRIVATE_CA = {
     "torchdata-original": "its aws-sdk-cpp (libcurl) reads no CA variable and fails with curlCode 60",
+    "socket-floor": "it is plain HTTP on one socket (the floor of a plain-HTTP read)",
 }
 
 IMAGES_NUM_WORKERS = 2
@@ -483,7 +484,7 @@ _LISTING_SCALE_PROBE = Case("listing-scale", "", Context("", "", "", []), 0, Non
 def requested_clients(args: argparse.Namespace) -> list[str]:
     requested = args.clients.split(",")
     if args.endpoint_url:
-        requested = [c for c in requested if c != CEILING]  # unsigned curl requests: embedded only
+        requested = [c for c in requested if c not in UNSIGNED]  # unsigned requests: embedded only
     elif args.https:
         requested = [c for c in requested if c not in NO_PRIVATE_CA]
     return requested

@@ -7,7 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.clients import DATALOADER_CEILING, DATASET_PEERS, LOADER_IN_DATALOADER
+from benchmarks.clients import (
+    DATALOADER_CEILING,
+    DATASET_PEERS,
+    LOADER_IN_DATALOADER,
+    READ_CHUNK,
+    SOCKET_FLOOR,
+)
 from benchmarks.report import validate
 
 
@@ -80,6 +86,12 @@ def render(document: dict[str, Any]) -> str:
         if comparison.get("ours_cpu_per_gb_vs_lowest_peer"):
             ratio = comparison["ours_cpu_per_gb_vs_lowest_peer"]
             summary.append(f"ours' CPU per GB / lowest peer's **{ratio:.2f}x**")
+        if comparison.get("ours_cpu_per_gb_vs_floor"):
+            summary.append(
+                f"ours' CPU per GB / {SOCKET_FLOOR}'s **{comparison['ours_cpu_per_gb_vs_floor']:.2f}x**"
+            )
+        for client, ratio in (comparison.get("reads_vs_read_chunk") or {}).items():
+            summary.append(f"{client} / {READ_CHUNK} **{ratio:.2f}x**")
         for variant, ratio in (comparison.get("variants_vs_their_peers") or {}).items():
             summary.append(f"{variant} / {DATASET_PEERS[variant]} **{ratio:.2f}x**")
         for door, ratio in (comparison.get("doors_vs_loader_in_dataloader") or {}).items():

@@ -17,6 +17,9 @@ from benchmarks.clients import (
     LOADER_IN_DATALOADER,
     OURS,
     OURS_VARIANTS,
+    READ_CHUNK,
+    READ_STYLES,
+    SOCKET_FLOOR,
     is_peer,
 )
 from benchmarks.runner import Case, Run
@@ -112,6 +115,12 @@ def summarize(cases: list[Case], runs: list[Run], meta: dict[str, Any]) -> dict[
                 "ours_cpu_per_gb_vs_lowest_peer": (ours_cpu / min(peers_cpu))
                 if (ours_cpu and peers_cpu)
                 else None,
+                # Issue 22: ours' CPU per GB over the one-socket floor's (at most 1.5x asked).
+                "ours_cpu_per_gb_vs_floor": (ours_cpu / rows[SOCKET_FLOOR]["cpu_s_per_gb_median"])
+                if (ours_cpu and rows.get(SOCKET_FLOOR, {}).get("cpu_s_per_gb_median"))
+                else None,
+                # Issue 22: read(), readinto() and line iteration over read_chunk() (at least 0.9 asked).
+                "reads_vs_read_chunk": _over(rows, READ_STYLES, READ_CHUNK, workload),
                 **(_secondary_ratios(workload, rows) if workload.secondary else {}),
                 # Each dataset variant of ours over the peer with the same loop around it (issue 20).
                 "variants_vs_their_peers": {
@@ -241,6 +250,12 @@ def table(document: dict[str, Any]) -> str:
             lines.append(
                 f"  ours' CPU per GB / lowest peer's: {comparison['ours_cpu_per_gb_vs_lowest_peer']:.2f}x"
             )
+        if comparison.get("ours_cpu_per_gb_vs_floor"):
+            lines.append(
+                f"  ours' CPU per GB / {SOCKET_FLOOR}'s: {comparison['ours_cpu_per_gb_vs_floor']:.2f}x"
+            )
+        for client, ratio in (comparison.get("reads_vs_read_chunk") or {}).items():
+            lines.append(f"  {client} / {READ_CHUNK}: {ratio:.2f}x")
     return "\n".join(lines)
 
 

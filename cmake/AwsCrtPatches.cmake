@@ -543,3 +543,229 @@ _crt_replace("aws-c-auth/source/credentials_provider_sts_web_identity.c"
         aws_uri_clean_up(&endpoint_uri);
     }
     return NULL;")
+
+# aws-c-io, aws-c-http, aws-c-s3: a GET part's body bytes are read from the socket straight into its buffer.
+#
+# Over plain HTTP every body byte was copied twice in the process before a reader saw it: the kernel copies it
+# into a channel message (every client pays that one), then aws-c-s3 copies the message into the part's buffer
+# on the connection's thread: 19% of a 64 MiB read() loop's CPU on the `fast` endpoint (docs/benchmarks.md,
+# "Where the CPU of a 64 MiB read() goes"). Once a response is in its body, of known length, and nothing
+# received before is still waiting to be decoded, the place of its next bytes is known: the part buffer, right
+# after the bytes it already holds. This lets the socket handler ask the handler above it for that place
+# (a new, optional channel handler function; the HTTP/1.1 connection answers it through a new, optional
+# stream callback, which aws-c-s3 answers with its part buffer) and read the socket there. The bytes then
+# travel up as usual, in a message whose data is that memory: the decoder, windows, checksums and length
+# checks see what they always saw, and aws-c-s3 keeps them where they are instead of copying them onto
+# themselves. The read is capped at what the body still owes and at the windows, so a message never holds
+# bytes past the body. TLS (its handler sits between), chunked bodies, queued messages and growing buffers
+# (error answers) keep the copying path. aws_s3_bytes_received_in_place() counts the bytes that skipped it.
+# Tests: tests/integration/test_received_in_place.py, and every read test (digests of every byte).
+_crt_insert_after("aws-c-io/include/aws/io/channel.h"
+"    void (*trigger_read)(struct aws_channel_handler *handler);
+"
+"
+    /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): optional. Where the next at most `max_bytes` bytes
+     * read by the handler below may be placed directly, sparing a copy out of a channel message: a buffer with
+     * len 0, no allocator, and the room there as capacity (0: nowhere, use a message of the pool). Bytes read
+     * there come up through process_read_message at once, in a message whose data is that buffer. */
+    struct aws_byte_buf (*direct_read_target)(struct aws_channel_handler *handler, size_t max_bytes);
+")
+_crt_replace("aws-c-io/source/message_pool.c"
+"            if (message->message_data.capacity > msg_pool->small_block_pool.segment_size - MSG_OVERHEAD) {
+                aws_memory_pool_release(&msg_pool->application_data_pool, wrapper);"
+"            /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): a message lent other memory (see
+             * direct_read_target) came from the small block pool, whatever its capacity says. */
+            if (message->message_data.buffer == wrapper->buffer_start &&
+                message->message_data.capacity > msg_pool->small_block_pool.segment_size - MSG_OVERHEAD) {
+                aws_memory_pool_release(&msg_pool->application_data_pool, wrapper);")
+_crt_replace("aws-c-io/source/socket_channel_handler.c"
+"        struct aws_io_message *message = aws_channel_acquire_message_from_pool(
+            socket_handler->slot->channel, AWS_IO_MESSAGE_APPLICATION_DATA, iter_max_read);
+"
+"        /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): read where the handler above wants the bytes. */
+        struct aws_io_message *message = NULL;
+        struct aws_channel_slot *reader_slot = socket_handler->slot->adj_right;
+        if (reader_slot != NULL && reader_slot->handler != NULL &&
+            reader_slot->handler->vtable->direct_read_target != NULL) {
+            struct aws_byte_buf target =
+                reader_slot->handler->vtable->direct_read_target(reader_slot->handler, iter_max_read);
+            if (target.capacity != 0) {
+                AWS_FATAL_ASSERT(
+                    target.buffer != NULL && target.len == 0 && target.allocator == NULL &&
+                    target.capacity <= iter_max_read);
+                message = aws_channel_acquire_message_from_pool(
+                    socket_handler->slot->channel, AWS_IO_MESSAGE_APPLICATION_DATA, 0);
+                message->message_data = target;
+            }
+        }
+        if (message == NULL) {
+            message = aws_channel_acquire_message_from_pool(
+                socket_handler->slot->channel, AWS_IO_MESSAGE_APPLICATION_DATA, iter_max_read);
+        }
+")
+_crt_insert_after("aws-c-http/include/aws/http/private/h1_decoder.h"
+"AWS_HTTP_API uint64_t aws_h1_decoder_get_content_length(const struct aws_h1_decoder *decoder);
+"
+"/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): bytes the body of Content-Length still owes, 0 when the
+ * decoder is not inside such a body. */
+AWS_HTTP_API uint64_t aws_h1_decoder_unchunked_body_remaining(const struct aws_h1_decoder *decoder);
+")
+_crt_insert_after("aws-c-http/source/h1_decoder.c"
+"uint64_t aws_h1_decoder_get_content_length(const struct aws_h1_decoder *decoder) {
+    return decoder->content_length;
+}
+"
+"
+/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake). */
+uint64_t aws_h1_decoder_unchunked_body_remaining(const struct aws_h1_decoder *decoder) {
+    if (decoder->is_done || decoder->run_state != s_state_unchunked_body) {
+        return 0;
+    }
+    return decoder->content_length - decoder->content_processed;
+}
+")
+_crt_replace("aws-c-http/include/aws/http/request_response.h"
+"struct aws_http_make_request_options {
+"
+"/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): where the response's next body bytes may be received
+ * directly: a buffer with len 0, no allocator, and the room there as capacity (0: nowhere). Called on the
+ * connection's thread between body callbacks; bytes received there come to on_response_body at once, with
+ * data->ptr equal to the buffer's. HTTP/1.1 without TLS only. */
+typedef struct aws_byte_buf(aws_http_on_incoming_body_target_fn)(struct aws_http_stream *stream, void *user_data);
+
+struct aws_http_make_request_options {
+")
+_crt_insert_after("aws-c-http/include/aws/http/request_response.h"
+"    aws_http2_on_remote_end_stream_fn *on_h2_remote_end_stream;
+"
+"
+    /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): optional, see aws_http_on_incoming_body_target_fn. */
+    aws_http_on_incoming_body_target_fn *on_response_body_target;
+")
+_crt_insert_after("aws-c-http/include/aws/http/private/request_response_impl.h"
+"    aws_http_on_incoming_body_fn *on_incoming_body;
+"
+"    aws_http_on_incoming_body_target_fn *on_incoming_body_target; /* torchdata_s3 addition */
+")
+_crt_insert_after("aws-c-http/source/h1_stream.c"
+"        options->on_response_body,
+        options->on_complete,
+        options->on_destroy);
+    if (!stream) {
+        return NULL;
+    }
+"
+"    stream->base.on_incoming_body_target = options->on_response_body_target; /* torchdata_s3 addition */
+")
+_crt_insert_after("aws-c-http/source/h1_connection.c"
+"static void s_gather_statistics(struct aws_channel_handler *handler, struct aws_array_list *stats);
+"
+"static struct aws_byte_buf s_handler_direct_read_target(struct aws_channel_handler *handler, size_t max_bytes);
+")
+_crt_insert_after("aws-c-http/source/h1_connection.c"
+"            .gather_statistics = s_gather_statistics,
+"
+"            .direct_read_target = s_handler_direct_read_target, /* torchdata_s3 addition */
+")
+_crt_replace("aws-c-http/source/h1_connection.c"
+"void aws_h1_connection_try_process_read_messages(struct aws_h1_connection *connection) {
+"
+"/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): the incoming stream's place for the next body bytes, when
+ * they would be decoded at once (nothing queued, windows open) and are all body (capped at what it owes). */
+static struct aws_byte_buf s_handler_direct_read_target(struct aws_channel_handler *handler, size_t max_bytes) {
+    struct aws_h1_connection *connection = handler->impl;
+    struct aws_h1_stream *stream = connection->thread_data.incoming_stream;
+    struct aws_byte_buf none;
+    AWS_ZERO_STRUCT(none);
+    if (connection->thread_data.read_state != AWS_CONNECTION_READ_OPEN ||
+        connection->thread_data.has_switched_protocols || connection->thread_data.is_processing_read_messages ||
+        !aws_linked_list_empty(&connection->thread_data.read_buffer.messages) || stream == NULL ||
+        stream->base.on_incoming_body_target == NULL) {
+        return none;
+    }
+    uint64_t limit = aws_h1_decoder_unchunked_body_remaining(connection->thread_data.incoming_stream_decoder);
+    limit = aws_min_u64(limit, stream->thread_data.stream_window);
+    limit = aws_min_u64(limit, connection->thread_data.connection_window);
+    limit = aws_min_u64(limit, max_bytes);
+    if (limit == 0) {
+        return none;
+    }
+    struct aws_byte_buf target = stream->base.on_incoming_body_target(&stream->base, stream->base.user_data);
+    if (target.capacity == 0 || target.buffer == NULL || target.len != 0 || target.allocator != NULL) {
+        return none;
+    }
+    if (target.capacity > limit) {
+        target.capacity = (size_t)limit;
+    }
+    return target;
+}
+
+void aws_h1_connection_try_process_read_messages(struct aws_h1_connection *connection) {
+")
+_crt_insert_after("aws-c-s3/include/aws/s3/s3_client.h"
+"AWS_EXTERN_C_BEGIN
+"
+"
+/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): body bytes of GET parts the socket handler read straight
+ * into their part buffers, over the life of the process. */
+AWS_S3_API
+uint64_t aws_s3_bytes_received_in_place(void);
+
+/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): turns receiving in place on (the default) or off, for the
+ * whole process; off, every body byte is copied out of channel messages as upstream does (for measurements). */
+AWS_S3_API
+void aws_s3_set_receive_in_place(bool enabled);
+")
+_crt_insert_after("aws-c-s3/source/s3_meta_request.c"
+"static int s_s3_meta_request_incoming_body(
+    struct aws_http_stream *stream,
+    const struct aws_byte_cursor *data,
+    void *user_data);
+"
+"
+/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): see aws_http_on_incoming_body_target_fn. */
+static struct aws_byte_buf s_s3_meta_request_incoming_body_target(struct aws_http_stream *stream, void *user_data);
+static struct aws_atomic_var s_bytes_received_in_place;
+static struct aws_atomic_var s_receive_in_place_off;
+uint64_t aws_s3_bytes_received_in_place(void) {
+    return (uint64_t)aws_atomic_load_int(&s_bytes_received_in_place);
+}
+void aws_s3_set_receive_in_place(bool enabled) {
+    aws_atomic_store_int(&s_receive_in_place_off, enabled ? 0 : 1);
+}
+")
+_crt_insert_after("aws-c-s3/source/s3_meta_request.c"
+"    options.on_response_body = s_s3_meta_request_incoming_body;
+"
+"    options.on_response_body_target = s_s3_meta_request_incoming_body_target; /* torchdata_s3 addition */
+")
+_crt_replace("aws-c-s3/source/s3_meta_request.c"
+"static int s_response_body_append(struct aws_byte_buf *buf, const struct aws_byte_cursor *data) {
+"
+"/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): only a GET part's buffer of fixed size (a pool buffer or
+ * a landing slice) once it holds the part's first bytes; a growing buffer (error answers) may move. */
+static struct aws_byte_buf s_s3_meta_request_incoming_body_target(struct aws_http_stream *stream, void *user_data) {
+    (void)stream;
+    struct aws_s3_connection *connection = user_data;
+    struct aws_s3_request *request = connection->request;
+    struct aws_byte_buf *body = &request->send_data.response_body;
+    struct aws_byte_buf target;
+    AWS_ZERO_STRUCT(target);
+    if (aws_atomic_load_int(&s_receive_in_place_off) == 0 &&
+        request->request_type == AWS_S3_REQUEST_TYPE_GET_OBJECT && body->allocator == NULL &&
+        body->buffer != NULL && body->len < body->capacity) {
+        target.buffer = body->buffer + body->len;
+        target.capacity = body->capacity - body->len;
+    }
+    return target;
+}
+
+static int s_response_body_append(struct aws_byte_buf *buf, const struct aws_byte_cursor *data) {
+    /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): bytes received in place are already there. */
+    if (buf->allocator == NULL && data->len != 0 && data->ptr == buf->buffer + buf->len &&
+        data->len <= buf->capacity - buf->len) {
+        buf->len += data->len;
+        aws_atomic_fetch_add(&s_bytes_received_in_place, data->len);
+        return AWS_OP_SUCCESS;
+    }
+")

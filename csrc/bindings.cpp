@@ -2,6 +2,7 @@
 // objects. Failures reach Python through an error factory that the Python package installs, so the
 // mapping from S3 errors to exception classes stays Python policy.
 #include <aws/checksums/crc.h>
+#include <aws/s3/s3_client.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <unistd.h>
@@ -195,6 +196,10 @@ PYBIND11_MODULE(_core, m) {
         },
         py::arg("data"), py::arg("previous") = 0, "The CRT's CRC64NVME of a bytes-like object.");
     m.def("encode_path", &S3Client::encode_path, py::arg("key"), "URI-encodes an object key as a path, CRT rules.");
+    m.def("bytes_received_in_place", &aws_s3_bytes_received_in_place,
+          "GET body bytes read from the socket straight into their part buffers, over the process's life.");
+    m.def("set_receive_in_place", &aws_s3_set_receive_in_place, py::arg("enabled"),
+          "Process-wide: GET bodies received straight into part buffers (default) or copied out of messages.");
 
     py::class_<CompletionQueue, std::shared_ptr<CompletionQueue>>(
         m, "CompletionQueue", "Tags of finished requests, in the order they finished.")

@@ -16,6 +16,10 @@ from benchmarks.workloads import WORKLOADS as _REGISTRY
 CLIENTS = {
     "torchdata_s3": "ours",
     "torchdata_s3-read_chunk": "ours_read_chunk",
+    # Issue 22's other ways of reading, and the same read() with every byte copied as upstream CRT does.
+    "torchdata_s3-readinto": "ours_readinto",
+    "torchdata_s3-lines": "ours_lines",
+    "torchdata_s3-copy_out": "ours_copy_out",
     "torchdata_s3-open": "ours_open",  # upload-small one writer at a time, beside S3FileSaver
     # Issue 20's entry points, on `small` and `images`: each beside load_files_by_s3 and its peer below.
     # load_files_by_s3 in the dataset doors' 2-worker DataLoader: what those doors are judged against like
@@ -35,6 +39,7 @@ CLIENTS = {
     "obstore": "obstore_client",  # reads, writes (issue 22) and listing-scale (issue 21)
     "obstore-fsspec": "obstore_fsspec",  # issue 23's ranges and cat
     "raw-http": "raw_http",
+    "socket-floor": "socket_floor",  # issue 22's floor of CPU per GB: one socket, recv_into a reused buffer
     # The DataLoader transport alone (in-memory bytes through the same 2-worker loader): `small`'s second
     # ceiling, the bound of every row that ends in that loader.
     "dataloader-ceiling": "dataloader_ceiling",
@@ -50,6 +55,9 @@ OURS = "torchdata_s3"
 # never a peer, never the headline.
 OURS_VARIANTS = (
     "torchdata_s3-read_chunk",
+    "torchdata_s3-readinto",
+    "torchdata_s3-lines",
+    "torchdata_s3-copy_out",
     "torchdata_s3-nocache",
     "torchdata_s3-open",
     "torchdata_s3-dataloader",
@@ -69,6 +77,10 @@ DATASET_PEERS = {
 LOADER_IN_DATALOADER = "torchdata_s3-dataloader"
 DATASET_DOORS = tuple(DATASET_PEERS)
 CEILING = "raw-http"
+SOCKET_FLOOR = "socket-floor"
+# Issue 22's other ways of reading, each judged against read_chunk() (no copy) in the same run.
+READ_CHUNK = "torchdata_s3-read_chunk"
+READ_STYLES = (OURS, "torchdata_s3-readinto", "torchdata_s3-lines")
 LOCAL_DISK = "local-disk"  # the `epochs` workload's ceiling: the dataset's files read from local disk
 # What the 2-worker DataLoader alone moves (no S3): a reference for the rows that end in that loader (not
 # torchdata_s3-nodes, whose ParallelMapper threads stay in one process).
@@ -80,10 +92,12 @@ DATALOADER_ROWS = (
     "s3torchconnector-iterable",
     "s3torchconnector-map",
 )
-CEILINGS = (CEILING, LOCAL_DISK, DATALOADER_CEILING)
+CEILINGS = (CEILING, LOCAL_DISK, DATALOADER_CEILING, SOCKET_FLOOR)
 # Ceilings that deliver no dataset content (curl into /dev/null; bytes made in memory): the content check
 # takes their byte count instead of a digest.
 CONTENTLESS = (CEILING, DATALOADER_CEILING)
+# Clients sending unsigned requests: only the embedded endpoint (no credentials asked) answers them.
+UNSIGNED = (CEILING, SOCKET_FLOOR)
 WORKLOADS = tuple(_REGISTRY)
 
 # Clients whose measuring process needs packages ahead of the harness's own, put first on its PYTHONPATH:

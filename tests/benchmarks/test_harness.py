@@ -200,7 +200,10 @@ def test_results_document(tmp_path: Path, tiny_datasets) -> None:  # type: ignor
     runs.append(Run("raw-http", "large", "", 0, 400.0, 1.0, 2, gb, 0, 0))
     runs.append(Run("s3fs", "large", "", 0, 0.0, 0.0, 0, 0, 0, 0, error="boom"))
     # A variant of ours is reported beside it but is never the best peer.
-    runs.append(Run("torchdata_s3-read_chunk", "large", "", 0, 900.0, 1.0, 2, gb, 0, 0))
+    runs.append(Run("torchdata_s3-read_chunk", "large", "", 0, 400.0, 1.0, 2, gb, 0, 0))
+    runs.append(Run("torchdata_s3-lines", "large", "", 0, 100.0, 1.0, 2, gb, 0, 0))
+    # The one-socket floor is faster and cheaper than everything: a reference, never the best peer.
+    runs.append(Run("socket-floor", "large", "", 0, 900.0, 1.0, 2, gb, 0, 0, cpu_seconds=0.2))
     document = summarize([case], runs, {"profile": "fast"})
     validate(document)
     [comparison] = document["comparisons"]
@@ -212,12 +215,16 @@ def test_results_document(tmp_path: Path, tiny_datasets) -> None:  # type: ignor
     assert comparison["clients"][OURS]["fetched_mib_median"] == pytest.approx(gb / 2**20)
     assert comparison["clients"]["raw-http"]["cpu_s_per_gb_median"] is None  # not measured in that run
     assert comparison["ours_cpu_per_gb_vs_lowest_peer"] == pytest.approx(0.6 / 0.4)
+    assert comparison["ours_cpu_per_gb_vs_floor"] == pytest.approx(0.6 / 0.2)
+    assert comparison["reads_vs_read_chunk"] == {OURS: 0.5, "torchdata_s3-lines": 0.25}
     assert (
         comparison["clients"]["s3fs"]["failed_runs"] == 1 and comparison["clients"]["s3fs"]["median"] is None
     )
     rendered = table(document)
     assert "ours / best peer: 4.00x" in rendered and "1 failed: boom" in rendered
     assert "ours' CPU per GB / lowest peer's: 1.50x" in rendered
+    assert "ours' CPU per GB / socket-floor's: 3.00x" in rendered
+    assert "torchdata_s3-lines / torchdata_s3-read_chunk: 0.25x" in rendered
     [image] = plot(document, tmp_path)
     assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     broken = {**document, "schema_version": 0}

@@ -31,6 +31,7 @@ from torchdata_s3 import (
     S3FileLister,
     S3FileLoader,
     S3NetworkError,
+    _core,
 )
 
 pytestmark = pytest.mark.integration
@@ -429,3 +430,23 @@ def test_the_s3like_profile_keeps_its_latency_and_pace_over_tls(
         )
     assert 24 <= measured["ttfb_ms"] <= 80
     assert 54 <= measured["bandwidth_mbps"] <= 103.5
+
+
+def test_bodies_over_tls_are_decrypted_into_messages_and_plain_ones_received_in_place(
+    https_endpoint: LocalEndpoint,
+    plain_endpoint: LocalEndpoint,
+    certificates: SessionCertificates,
+    data_root: Path,
+) -> None:
+    """Receiving in place (cmake/AwsCrtPatches.cmake) needs the HTTP handler right above the socket: over TLS
+    the decrypted bytes are in the TLS handler's messages, and must still come back exact."""
+    expected = (data_root / BUCKET / MULTIPART_KEY).read_bytes()
+    url = f"s3://{BUCKET}/{MULTIPART_KEY}"
+
+    before = _core.bytes_received_in_place()
+    tls_config = S3Config.resolve(endpoint_url=https_endpoint.endpoint_url, ca_file=str(certificates.ca_file))
+    assert S3Client(tls_config).open(url).read() == expected
+    assert _core.bytes_received_in_place() == before
+
+    assert S3Client(S3Config.resolve(endpoint_url=plain_endpoint.endpoint_url)).open(url).read() == expected
+    assert _core.bytes_received_in_place() > before

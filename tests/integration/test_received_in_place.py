@@ -1,0 +1,107 @@
+"""A GET part's body is read from the socket straight into its part buffer (no copy out of a channel message).
+
+The CRT patch "a GET part's body bytes are read from the socket straight into its buffer"
+(cmake/AwsCrtPatches.cmake); _core.bytes_received_in_place() counts the bytes that took that path. What must
+hold around it: every byte exact whichever path it took (also through retries of bodies cut short, and when a
+part lands in a whole read()'s result), nothing received in place over TLS (the TLS handler sits between the
+socket and HTTP), and no write into memory that was given back (the sanitizer run includes this file).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import pytest
+from torch.utils.data.datapipes.iter import IterableWrapper
+
+from tests.fault_proxy import Fault, FaultProxy, ProxiedRequest
+from tests.s3_server import MotoServer
+from torchdata_s3 import S3Config, S3FileLoader, _core
+
+pytestmark = pytest.mark.integration
+
+MIB = 1024 * 1024
+PART = 8 * MIB
+OBJECT_SIZE = 3 * PART - 12345  # the last part short
+
+
+def payload(seed: int, size: int = OBJECT_SIZE) -> bytes:
+    return random.Random(seed).randbytes(size)  # no repeats: a misplaced block cannot go unnoticed
+
+
+def read_in_pieces(url: str, config: S3Config, piece: int = MIB) -> bytes:
+    [(_url, stream)] = list(S3FileLoader(IterableWrapper([url]), config=config))
+    chunks = []
+    while chunk := stream.read(piece):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@pytest.fixture
+def proxy(moto_server: MotoServer, s3_endpoint: str) -> Iterator[FaultProxy]:
+    with FaultProxy(moto_server.port, seed=5, stall_s=30) as running:
+        yield running
+
+
+def test_most_of_a_large_body_is_received_in_place(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    data = payload(seed=1)
+    boto_s3.put_object(Bucket=bucket, Key="obj", Body=data)
+    before = _core.bytes_received_in_place()
+
+    assert read_in_pieces(f"s3://{bucket}/obj", S3Config.resolve(part_size_bytes=PART)) == data
+
+    in_place = _core.bytes_received_in_place() - before
+    # Each part's first message (headers and its first body bytes, at most 256 KiB) is copied as before; so is
+    # a message that arrives while an earlier one still waits to be decoded. The rest is received in place.
+    assert OBJECT_SIZE // 2 <= in_place <= OBJECT_SIZE
+
+
+def test_turned_off_every_byte_is_copied_as_upstream_does(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    """The switch the benchmark's copying variant uses; also shows the counter above counts only this path."""
+    data = payload(seed=4)
+    boto_s3.put_object(Bucket=bucket, Key="obj", Body=data)
+    _core.set_receive_in_place(False)
+    try:
+        before = _core.bytes_received_in_place()
+        assert read_in_pieces(f"s3://{bucket}/obj", S3Config.resolve(part_size_bytes=PART)) == data
+        assert _core.bytes_received_in_place() == before
+    finally:
+        _core.set_receive_in_place(True)
+
+
+@pytest.mark.parametrize("size", [0, 1, 256 * 1024 - 1, 256 * 1024 + 1, PART, PART + 1])
+def test_every_size_comes_back_byte_exact(boto_s3, bucket: str, size: int) -> None:  # type: ignore[no-untyped-def]
+    data = payload(seed=size, size=size)
+    boto_s3.put_object(Bucket=bucket, Key="obj", Body=data)
+    config = S3Config.resolve(part_size_bytes=PART)
+    assert read_in_pieces(f"s3://{bucket}/obj", config, piece=333_333) == data
+
+
+def test_a_whole_read_lands_parts_received_in_place(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    """Parts landing in read()'s result (test_landing.py) take the in-place path into that result."""
+    data = payload(seed=2)
+    boto_s3.put_object(Bucket=bucket, Key="obj", Body=data)
+    config = S3Config.resolve(part_size_bytes=PART, read_window_bytes=PART)
+    before = _core.bytes_received_in_place()
+    [(_url, stream)] = list(S3FileLoader(IterableWrapper([f"s3://{bucket}/obj"]), config=config))
+
+    assert stream.read() == data
+    assert _core.bytes_received_in_place() > before
+
+
+def later_part(request: ProxiedRequest) -> bool:
+    """A GET of a part after the first (the CRT sends those with If-Match)."""
+    return request.is_get_object and "if-match" in request.headers
+
+
+def test_bodies_cut_short_are_retried_byte_exact(proxy: FaultProxy, bucket: str, boto_s3) -> None:  # type: ignore[no-untyped-def]
+    """A connection closed halfway through a body received in place: the part is asked for again, and the
+    half it had is neither kept nor counted twice."""
+    data = payload(seed=3)
+    boto_s3.put_object(Bucket=bucket, Key="obj", Body=data)
+    config = S3Config.resolve(part_size_bytes=PART, endpoint_url=proxy.endpoint_url)
+    proxy.force(Fault.CUT_BODY, 2, eligible=later_part)
+
+    assert read_in_pieces(f"s3://{bucket}/obj", config) == data
+    assert proxy.injected == {Fault.CUT_BODY: 2}
