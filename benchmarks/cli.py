@@ -440,6 +440,7 @@ def _run_group(
             on_run,
             access_log,
             check_content,
+            endpoint.process_ids() if endpoint is not None else (),
         )
     finally:
         if endpoint is not None:

@@ -14,7 +14,7 @@ from benchmarks.clients import (
     READ_CHUNK,
     SOCKET_FLOOR,
 )
-from benchmarks.report import validate
+from benchmarks.report import fine_figure, validate
 
 
 def _value(value: float | None) -> str:
@@ -41,7 +41,8 @@ def render(document: dict[str, Any]) -> str:
         + ". "
         "Median (min-max); ratio = client median / torchdata_s3 median. CPU s/GB: user + system seconds of "
         "the client's whole process (all threads, finished child processes) over the timed section, per GB "
-        "read; fetched: body bytes the endpoint sent during the measurement's process (its access log).",
+        "read, and per item; fetched: body bytes the endpoint sent during the measurement's process (its "
+        "access log); endpoint CPU: its processes' user + system seconds in that window, per request.",
         "",
     ]
     check = meta.get("profile_check") or {}
@@ -59,19 +60,24 @@ def render(document: dict[str, Any]) -> str:
         lines += [
             f"**{title}** — {comparison['unit']}",
             "",
-            "| client | median | min-max | vs ours | RSS growth MiB | CPU s/GB | fetched MiB |" + extra_head,
+            "| client | median | min-max | vs ours | RSS growth MiB | CPU s/GB | CPU ms/item | fetched MiB "
+            "| endpoint CPU ms/request |" + extra_head,
         ]
-        lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |" + extra_rule)
+        lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + extra_rule)
         for client, row in comparison["clients"].items():
             if row["median"] is None:
                 errors = row["errors"][0].strip().splitlines() if row["errors"] else ["no result"]
-                lines.append(f"| {client} | failed | | | {errors[-1][:120]} | | |" + (" |" if label else ""))
+                lines.append(
+                    f"| {client} | failed | | | {errors[-1][:120]} | | | | |" + (" |" if label else "")
+                )
                 continue
             ratio = f"{row['ratio_to_ours']:.2f}x" if row["ratio_to_ours"] else "-"
             lines.append(
                 f"| {client} | {_value(row['median'])} | {_value(row['min'])}-{_value(row['max'])} | {ratio} "
                 f"| {_value(row['rss_growth_mib_median'])} | {_value(row.get('cpu_s_per_gb_median'))} "
-                f"| {_value(row.get('fetched_mib_median'))} |"
+                f"| {fine_figure(row.get('cpu_ms_per_item_median'))} "
+                f"| {_value(row.get('fetched_mib_median'))} "
+                f"| {fine_figure(row.get('endpoint_cpu_ms_per_request_median'))} |"
                 + (f" {_value(row.get('secondary_median'))} |" if label else "")
             )
         summary = []

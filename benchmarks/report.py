@@ -76,6 +76,14 @@ def summarize(cases: list[Case], runs: list[Run], meta: dict[str, Any]) -> dict[
                 else None,
                 # Of the timed section, the whole process (every thread) and its finished children.
                 "cpu_s_per_gb_median": _median(cpu_per_gb) if workload.cpu_per_gb else None,
+                # CPU per item (issue 22 asks it for small objects): the client's timed CPU / items.
+                "cpu_ms_per_item_median": _median(
+                    [
+                        1000 * r.cpu_seconds / r.items
+                        for r in good_runs
+                        if r.cpu_seconds is not None and r.items
+                    ]
+                ),
                 "cpu_seconds_median": _median(
                     [r.cpu_seconds for r in good_runs if r.cpu_seconds is not None]
                 ),
@@ -84,6 +92,14 @@ def summarize(cases: list[Case], runs: list[Run], meta: dict[str, Any]) -> dict[
                     [r.fetched_bytes / 2**20 for r in good_runs if r.fetched_bytes is not None]
                 ),
                 "requests_median": _median([r.requests for r in good_runs if r.requests is not None]),
+                # What one request cost the endpoint's processes (the embedded endpoint only).
+                "endpoint_cpu_ms_per_request_median": _median(
+                    [
+                        1000 * r.endpoint_cpu_seconds / r.requests
+                        for r in good_runs
+                        if r.endpoint_cpu_seconds is not None and r.requests
+                    ]
+                ),
             }
             if workload.secondary is not None:  # e.g. the epochs workload's first epoch
                 figure = workload.secondary[1]
@@ -193,6 +209,11 @@ def machine_description() -> str:
     return f"{cores} cores ({model}), {memory_gib:.0f} GiB RAM, {platform.system()} {platform.release()}"
 
 
+def fine_figure(value: float | None) -> str:
+    """Milliseconds of CPU per item or request: small figures keep three decimals."""
+    return "-" if value is None else f"{value:,.3f}"
+
+
 def _number(value: float | None) -> str:
     if value is None:
         return "-"
@@ -211,7 +232,8 @@ def table(document: dict[str, Any]) -> str:
         label = comparison.get("secondary_label")
         lines.append(
             f"  {'client':<24}{'median':>10}{'min':>10}{'max':>10}{'vs ours':>9}{'RSS+ MiB':>10}"
-            f"{'CPU s/GB':>10}{'fetched MiB':>13}{'requests':>10}" + (f"{label:>10}" if label else "")
+            f"{'CPU s/GB':>10}{'CPU ms/it':>10}{'fetched MiB':>13}{'requests':>10}{'EP ms/req':>10}"
+            + (f"{label:>10}" if label else "")
         )
         for client, row in comparison["clients"].items():
             ratio = row["ratio_to_ours"]
@@ -224,8 +246,9 @@ def table(document: dict[str, Any]) -> str:
             lines.append(
                 f"  {client:<24}{_number(row['median']):>10}{_number(row['min']):>10}"
                 f"{_number(row['max']):>10}{ratio_text:>9}{_number(row['rss_growth_mib_median']):>10}"
-                f"{_number(row.get('cpu_s_per_gb_median')):>10}{_number(row.get('fetched_mib_median')):>13}"
-                f"{_number(row.get('requests_median')):>10}"
+                f"{_number(row.get('cpu_s_per_gb_median')):>10}{fine_figure(row.get('cpu_ms_per_item_median')):>10}"
+                f"{_number(row.get('fetched_mib_median')):>13}{_number(row.get('requests_median')):>10}"
+                f"{fine_figure(row.get('endpoint_cpu_ms_per_request_median')):>10}"
                 + (f"{_number(row.get('secondary_median')):>10}" if label else "")
                 + failed
             )

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -13,6 +14,7 @@ from typing import Callable, Optional
 from benchmarks.clients import CEILING, CONTENTLESS, python_path
 from benchmarks.clients.common import Context
 from benchmarks.endpoint.access_log import AccessLog
+from benchmarks.endpoint.process_cpu import cpu_seconds
 from benchmarks.workloads import WORKLOADS
 
 # Not resolved: started from a view of the checkout that imports another build (scripts/variant-build.sh),
@@ -65,6 +67,8 @@ class Run:
     cpu_seconds: Optional[float] = None  # of the timed section; see common.process_cpu_seconds
     fetched_bytes: Optional[int] = None  # body bytes the endpoint sent during the measurement's process
     requests: Optional[int] = None  # requests the endpoint answered in the same window
+    # CPU seconds of the endpoint's processes in the same window (the embedded endpoint only).
+    endpoint_cpu_seconds: Optional[float] = None
     extra: dict = field(default_factory=dict)
 
 
@@ -87,11 +91,13 @@ def measure(
     environment: dict[str, str],
     timeout_s: float,
     access_log: Optional[AccessLog] = None,
+    endpoint_processes: Sequence[int] = (),
 ) -> dict:
     """Runs one measurement in a fresh interpreter and returns its result dict.
 
     With ``access_log`` (the embedded endpoint's), the result also holds ``fetched_bytes`` and ``requests``:
-    what the endpoint served while the process ran, untimed set-up included.
+    what the endpoint served while the process ran, untimed set-up included. With ``endpoint_processes``
+    (their pids), it holds ``endpoint_cpu_seconds``, the CPU they used in the same window.
     """
     command = [sys.executable, "-m", "benchmarks.measure", client, case.workload]
     env = dict(os.environ, **BENCH_ENVIRONMENT, **environment)
@@ -99,6 +105,7 @@ def measure(
     path = [str(REPO), *python_path(client, REPO), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(path).rstrip(os.pathsep)
     window_start = access_log.offset() if access_log else 0
+    endpoint_cpu_start = cpu_seconds(endpoint_processes)
     completed = subprocess.run(
         command,
         input=json.dumps(asdict(case.context)),  # on stdin: a listing's keys overflow a command line
@@ -114,6 +121,8 @@ def measure(
             if access_log is not None:
                 served = access_log.since(window_start)
                 result["fetched_bytes"], result["requests"] = served.body_bytes, served.requests
+            if endpoint_processes:
+                result["endpoint_cpu_seconds"] = cpu_seconds(endpoint_processes) - endpoint_cpu_start
             return result
     tail = (completed.stderr or completed.stdout)[-1500:]
     raise MeasurementFailed(
@@ -156,6 +165,7 @@ def run_interleaved(
     on_run: Callable[[str, Optional[Run]], None],
     access_log: Optional[AccessLog] = None,
     check_content: bool = True,
+    endpoint_processes: Sequence[int] = (),
 ) -> list[Run]:
     """For each case: one verified run per client, then `rounds` timed rounds of A B C ... C B A ...
 
@@ -171,7 +181,7 @@ def run_interleaved(
         verified = Case(**{**asdict(case), "context": Context(**checked_context)})
         for client in list(clients) if check_content else []:  # correctness first, untimed
             try:
-                result = measure(client, verified, environment, timeout_s, access_log)
+                result = measure(client, verified, environment, timeout_s, access_log, endpoint_processes)
             except (MeasurementFailed, subprocess.TimeoutExpired) as error:
                 # A client that cannot do the workload at all (e.g. a stream that cannot seek) is recorded
                 # as failed and left out of the rounds. Wrong bytes, below, stop the harness instead.
@@ -186,7 +196,7 @@ def run_interleaved(
             order = clients if round_number % 2 == 0 else list(reversed(clients))
             for client in order:
                 try:
-                    result = measure(client, case, environment, timeout_s, access_log)
+                    result = measure(client, case, environment, timeout_s, access_log, endpoint_processes)
                     check(client, case, result, content=False)
                     run = Run(
                         client,
@@ -202,6 +212,7 @@ def run_interleaved(
                         cpu_seconds=result.get("cpu_seconds"),
                         fetched_bytes=result.get("fetched_bytes"),
                         requests=result.get("requests"),
+                        endpoint_cpu_seconds=result.get("endpoint_cpu_seconds"),
                         extra=result.get("extra", {}),
                     )
                 except (RuntimeError, subprocess.TimeoutExpired) as error:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +25,7 @@ from benchmarks.clients import (
 )
 from benchmarks.endpoint.access_log import AccessLog
 from benchmarks.endpoint.nginx import LocalEndpoint, ensure_nginx_installed
+from benchmarks.endpoint.process_cpu import cpu_seconds
 from benchmarks.plots import plot
 from benchmarks.progress import Progress
 from benchmarks.report import summarize, table, validate
@@ -123,6 +127,40 @@ def test_adapter_reads_the_right_bytes(
                 # The second epoch came from the cache: the endpoint sent each byte once (ours: plus
                 # nothing but the listings; the peers' first epoch may fetch more than once).
                 assert result["fetched_bytes"] < 2 * sum(case.context.sizes)
+
+
+def test_small_objects_report_the_endpoints_cpu_per_request(endpoint: LocalEndpoint, tiny_datasets) -> None:  # type: ignore[no-untyped-def]
+    """The figure behind a ceiling argument for small objects: what each request cost nginx, in the same
+    window as the client's own CPU per object."""
+    case = case_for("small", endpoint.endpoint_url, tiny_datasets[1], verify=False)
+    log = AccessLog(endpoint.access_log)
+    processes = endpoint.process_ids()
+    assert len(processes) >= 2  # nginx's master and its workers (which do the serving)
+    result = measure(OURS, case, {}, timeout_s=300, access_log=log, endpoint_processes=processes)
+    assert result["requests"] >= len(case.context.keys)
+    # A dozen tiny objects may cost nginx under one clock tick (10 ms): the counting itself is tested below.
+    assert 0 <= result["endpoint_cpu_seconds"] < result["requests"]
+    run = Run(OURS, "small", "", 0, 1.0, 1.0, result["items"], result["bytes"], 0, 0)
+    run.cpu_seconds, run.requests = result["cpu_seconds"], result["requests"]
+    run.endpoint_cpu_seconds = result["endpoint_cpu_seconds"]
+    [comparison] = summarize([case], [run], {"profile": "fast"})["comparisons"]
+    row = comparison["clients"][OURS]
+    assert row["endpoint_cpu_ms_per_request_median"] == pytest.approx(
+        1000 * result["endpoint_cpu_seconds"] / result["requests"]
+    )
+    assert row["cpu_ms_per_item_median"] == pytest.approx(1000 * result["cpu_seconds"] / result["items"])
+    assert "EP ms/req" in table({"meta": {"profile": "fast"}, "comparisons": [comparison]})
+
+
+def test_process_cpu_counts_live_processes_and_skips_gone_ones() -> None:
+    start = cpu_seconds([os.getpid()])
+    deadline = time.process_time() + 0.3
+    while time.process_time() < deadline:
+        pass
+    assert cpu_seconds([os.getpid()]) - start >= 0.2
+    finished = subprocess.run(["true"], check=True)
+    assert finished.returncode == 0
+    assert cpu_seconds([2**22 + 12345]) == 0.0  # above pid_max's default: no such process
 
 
 def test_a_client_that_cannot_do_a_workload_is_recorded_not_hidden(
