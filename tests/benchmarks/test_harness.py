@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -158,8 +157,6 @@ def test_process_cpu_counts_live_processes_and_skips_gone_ones() -> None:
     while time.process_time() < deadline:
         pass
     assert cpu_seconds([os.getpid()]) - start >= 0.2
-    finished = subprocess.run(["true"], check=True)
-    assert finished.returncode == 0
     assert cpu_seconds([2**22 + 12345]) == 0.0  # above pid_max's default: no such process
 
 
