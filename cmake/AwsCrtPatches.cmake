@@ -430,21 +430,30 @@ _crt_insert_after("aws-c-s3/source/s3_meta_request.c"
 "    meta_request->part_landing_callback = options->part_landing_callback; /* torchdata_s3 addition */
 ")
 _crt_replace("aws-c-s3/source/s3_meta_request.c"
+"static int s_response_body_append(struct aws_byte_buf *buf, const struct aws_byte_cursor *data) {
+"
+"/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): a GET part's buffer, the caller's memory if it has some
+ * for this part, else the part's pool buffer. */
+static struct aws_byte_buf s_s3_part_body_buffer(struct aws_s3_meta_request *meta_request, struct aws_s3_request *request) {
+    struct aws_byte_buf landing;
+    AWS_ZERO_STRUCT(landing);
+    if (meta_request->part_landing_callback != NULL) {
+        landing = meta_request->part_landing_callback(
+            meta_request, request->part_range_start, request->part_range_end, meta_request->user_data);
+    }
+    if (landing.capacity != 0) {
+        AWS_FATAL_ASSERT(landing.allocator == NULL && landing.len == 0 && landing.buffer != NULL);
+        return landing;
+    }
+    return aws_s3_buffer_ticket_claim(request->ticket);
+}
+
+static int s_response_body_append(struct aws_byte_buf *buf, const struct aws_byte_cursor *data) {
+")
+_crt_replace("aws-c-s3/source/s3_meta_request.c"
 "            request->send_data.response_body = aws_s3_buffer_ticket_claim(request->ticket);
         } else {"
-"            /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): the caller's memory for this part, if any. */
-            struct aws_byte_buf landing;
-            AWS_ZERO_STRUCT(landing);
-            if (meta_request->part_landing_callback != NULL) {
-                landing = meta_request->part_landing_callback(
-                    meta_request, request->part_range_start, request->part_range_end, meta_request->user_data);
-            }
-            if (landing.capacity != 0) {
-                AWS_FATAL_ASSERT(landing.allocator == NULL && landing.len == 0 && landing.buffer != NULL);
-                request->send_data.response_body = landing;
-            } else {
-                request->send_data.response_body = aws_s3_buffer_ticket_claim(request->ticket);
-            }
+"            request->send_data.response_body = s_s3_part_body_buffer(meta_request, request); /* torchdata_s3 */
         } else {")
 
 # aws-c-auth: the STS web identity provider (EKS IRSA) cannot reach an STS endpoint given as a URL.
@@ -569,6 +578,11 @@ _crt_insert_after("aws-c-io/include/aws/io/channel.h"
      * len 0, no allocator, and the room there as capacity (0: nowhere, use a message of the pool). Bytes read
      * there come up through process_read_message at once, in a message whose data is that buffer. */
     struct aws_byte_buf (*direct_read_target)(struct aws_channel_handler *handler, size_t max_bytes);
+
+    /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): optional. The most bytes the handler wants in the next
+     * message read for it when direct_read_target has no place (0: no limit): a response's head read alone lets
+     * its body, read next, go straight to its place. */
+    size_t (*read_size_limit)(struct aws_channel_handler *handler);
 ")
 _crt_replace("aws-c-io/source/message_pool.c"
 "            if (message->message_data.capacity > msg_pool->small_block_pool.segment_size - MSG_OVERHEAD) {
@@ -596,6 +610,13 @@ _crt_replace("aws-c-io/source/socket_channel_handler.c"
                 message = aws_channel_acquire_message_from_pool(
                     socket_handler->slot->channel, AWS_IO_MESSAGE_APPLICATION_DATA, 0);
                 message->message_data = target;
+            }
+        }
+        if (message == NULL && reader_slot != NULL && reader_slot->handler != NULL &&
+            reader_slot->handler->vtable->read_size_limit != NULL) {
+            size_t limit = reader_slot->handler->vtable->read_size_limit(reader_slot->handler);
+            if (limit != 0 && limit < iter_max_read) {
+                iter_max_read = limit;
             }
         }
         if (message == NULL) {
@@ -661,11 +682,13 @@ _crt_insert_after("aws-c-http/source/h1_connection.c"
 "static void s_gather_statistics(struct aws_channel_handler *handler, struct aws_array_list *stats);
 "
 "static struct aws_byte_buf s_handler_direct_read_target(struct aws_channel_handler *handler, size_t max_bytes);
+static size_t s_handler_read_size_limit(struct aws_channel_handler *handler);
 ")
 _crt_insert_after("aws-c-http/source/h1_connection.c"
 "            .gather_statistics = s_gather_statistics,
 "
 "            .direct_read_target = s_handler_direct_read_target, /* torchdata_s3 addition */
+            .read_size_limit = s_handler_read_size_limit,       /* torchdata_s3 addition */
 ")
 _crt_replace("aws-c-http/source/h1_connection.c"
 "void aws_h1_connection_try_process_read_messages(struct aws_h1_connection *connection) {
@@ -698,6 +721,19 @@ static struct aws_byte_buf s_handler_direct_read_target(struct aws_channel_handl
         target.capacity = (size_t)limit;
     }
     return target;
+}
+
+/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): while a stream that can receive its body in place waits for
+ * its response's head, read little (S3's heads are well under 2 KiB), so that the body's bytes, which on a fast
+ * link are already in the socket, are read next straight into their place instead of into this message. */
+static size_t s_handler_read_size_limit(struct aws_channel_handler *handler) {
+    struct aws_h1_connection *connection = handler->impl;
+    struct aws_h1_stream *stream = connection->thread_data.incoming_stream;
+    if (stream == NULL || stream->base.on_incoming_body_target == NULL || stream->thread_data.is_incoming_head_done ||
+        aws_h1_decoder_unchunked_body_remaining(connection->thread_data.incoming_stream_decoder) != 0) {
+        return 0;
+    }
+    return 2048;
 }
 
 void aws_h1_connection_try_process_read_messages(struct aws_h1_connection *connection) {
@@ -742,18 +778,26 @@ _crt_insert_after("aws-c-s3/source/s3_meta_request.c"
 _crt_replace("aws-c-s3/source/s3_meta_request.c"
 "static int s_response_body_append(struct aws_byte_buf *buf, const struct aws_byte_cursor *data) {
 "
-"/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): only a GET part's buffer of fixed size (a pool buffer or
- * a landing slice) once it holds the part's first bytes; a growing buffer (error answers) may move. */
+"/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): only a successful GET part's buffer of fixed size (a pool
+ * buffer or a landing slice, claimed here at the body's first byte as s_s3_meta_request_incoming_body would);
+ * a growing buffer (error answers, answers to other requests) may move. */
 static struct aws_byte_buf s_s3_meta_request_incoming_body_target(struct aws_http_stream *stream, void *user_data) {
     (void)stream;
     struct aws_s3_connection *connection = user_data;
     struct aws_s3_request *request = connection->request;
+    struct aws_s3_meta_request *meta_request = request->meta_request;
     struct aws_byte_buf *body = &request->send_data.response_body;
     struct aws_byte_buf target;
     AWS_ZERO_STRUCT(target);
-    if (aws_atomic_load_int(&s_receive_in_place_off) == 0 &&
-        request->request_type == AWS_S3_REQUEST_TYPE_GET_OBJECT && body->allocator == NULL &&
-        body->buffer != NULL && body->len < body->capacity) {
+    if (aws_atomic_load_int(&s_receive_in_place_off) != 0 ||
+        request->request_type != AWS_S3_REQUEST_TYPE_GET_OBJECT || request->ticket == NULL ||
+        s_s3_meta_request_error_code_from_response_status(request->send_data.response_status) != AWS_ERROR_SUCCESS) {
+        return target;
+    }
+    if (body->capacity == 0) {
+        *body = s_s3_part_body_buffer(meta_request, request);
+    }
+    if (body->allocator == NULL && body->buffer != NULL && body->len < body->capacity) {
         target.buffer = body->buffer + body->len;
         target.capacity = body->capacity - body->len;
     }

@@ -57,6 +57,25 @@ def test_most_of_a_large_body_is_received_in_place(boto_s3, bucket: str) -> None
     assert OBJECT_SIZE // 2 <= in_place <= OBJECT_SIZE
 
 
+def test_a_small_object_is_received_in_place_after_its_head(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    """A single-part object's head is read alone (at most 2 KiB), so its body goes to its place, not through a
+    message: what a dataset of small objects pays per byte."""
+    size = 110_000
+    objects = {f"small/{number:02d}": payload(seed=100 + number, size=size) for number in range(20)}
+    for key, data in objects.items():
+        boto_s3.put_object(Bucket=bucket, Key=key, Body=data)
+    before = _core.bytes_received_in_place()
+
+    urls = [f"s3://{bucket}/{key}" for key in objects]
+    loaded = {
+        url: stream.read() for url, stream in S3FileLoader(IterableWrapper(urls), config=S3Config.resolve())
+    }
+
+    assert loaded == {f"s3://{bucket}/{key}": data for key, data in objects.items()}
+    in_place = _core.bytes_received_in_place() - before
+    assert len(objects) * (size - 2048) <= in_place <= len(objects) * size
+
+
 def test_turned_off_every_byte_is_copied_as_upstream_does(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
     """The switch the benchmark's copying variant uses; also shows the counter above counts only this path."""
     data = payload(seed=4)
