@@ -588,7 +588,10 @@ _crt_replace("aws-c-io/source/message_pool.c"
 "            if (message->message_data.capacity > msg_pool->small_block_pool.segment_size - MSG_OVERHEAD) {
                 aws_memory_pool_release(&msg_pool->application_data_pool, wrapper);"
 "            /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): a message lent other memory (see
-             * direct_read_target) came from the small block pool, whatever its capacity says. */
+             * direct_read_target) came from the small block pool (its lender asks for 0 bytes), whatever its
+             * capacity says. Releasing one must never write its data: it is a part buffer, or the result of a
+             * read(), maybe already given back when a failed message is released late. That holds because
+             * messages are no longer cleared on release (the fix above). */
             if (message->message_data.buffer == wrapper->buffer_start &&
                 message->message_data.capacity > msg_pool->small_block_pool.segment_size - MSG_OVERHEAD) {
                 aws_memory_pool_release(&msg_pool->application_data_pool, wrapper);")
@@ -650,8 +653,8 @@ _crt_replace("aws-c-http/include/aws/http/request_response.h"
 "
 "/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): where the response's next body bytes may be received
  * directly: a buffer with len 0, no allocator, and the room there as capacity (0: nowhere). Called on the
- * connection's thread between body callbacks; bytes received there come to on_response_body at once, with
- * data->ptr equal to the buffer's. HTTP/1.1 without TLS only. */
+ * connection's thread after the main header block's done callback, between body callbacks; bytes received
+ * there come to on_response_body at once, with data->ptr equal to the buffer's. HTTP/1.1 without TLS only. */
 typedef struct aws_byte_buf(aws_http_on_incoming_body_target_fn)(struct aws_http_stream *stream, void *user_data);
 
 struct aws_http_make_request_options {
@@ -713,6 +716,14 @@ static struct aws_byte_buf s_handler_direct_read_target(struct aws_channel_handl
     if (limit == 0) {
         return none;
     }
+    if (!stream->thread_data.is_incoming_head_done) {
+        /* The decoder is in the body, so the head is complete: tell the stream now, as its first body byte
+         * would, so that the stream sees its head before it is asked where its body goes. */
+        if (s_mark_head_done(stream)) {
+            s_shutdown_due_to_error(connection, aws_last_error());
+            return none;
+        }
+    }
     struct aws_byte_buf target = stream->base.on_incoming_body_target(&stream->base, stream->base.user_data);
     if (target.capacity == 0 || target.buffer == NULL || target.len != 0 || target.allocator != NULL) {
         return none;
@@ -773,7 +784,10 @@ void aws_s3_set_receive_in_place(bool enabled) {
 _crt_insert_after("aws-c-s3/source/s3_meta_request.c"
 "    options.on_response_body = s_s3_meta_request_incoming_body;
 "
-"    options.on_response_body_target = s_s3_meta_request_incoming_body_target; /* torchdata_s3 addition */
+"    /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): GET parts may be received in place. */
+    if (request->request_type == AWS_S3_REQUEST_TYPE_GET_OBJECT && aws_atomic_load_int(&s_receive_in_place_off) == 0) {
+        options.on_response_body_target = s_s3_meta_request_incoming_body_target;
+    }
 ")
 _crt_replace("aws-c-s3/source/s3_meta_request.c"
 "static int s_response_body_append(struct aws_byte_buf *buf, const struct aws_byte_cursor *data) {
@@ -789,8 +803,7 @@ static struct aws_byte_buf s_s3_meta_request_incoming_body_target(struct aws_htt
     struct aws_byte_buf *body = &request->send_data.response_body;
     struct aws_byte_buf target;
     AWS_ZERO_STRUCT(target);
-    if (aws_atomic_load_int(&s_receive_in_place_off) != 0 ||
-        request->request_type != AWS_S3_REQUEST_TYPE_GET_OBJECT || request->ticket == NULL ||
+    if (request->request_type != AWS_S3_REQUEST_TYPE_GET_OBJECT || request->ticket == NULL ||
         s_s3_meta_request_error_code_from_response_status(request->send_data.response_status) != AWS_ERROR_SUCCESS) {
         return target;
     }
@@ -809,7 +822,7 @@ static int s_response_body_append(struct aws_byte_buf *buf, const struct aws_byt
     if (buf->allocator == NULL && data->len != 0 && data->ptr == buf->buffer + buf->len &&
         data->len <= buf->capacity - buf->len) {
         buf->len += data->len;
-        aws_atomic_fetch_add(&s_bytes_received_in_place, data->len);
+        aws_atomic_fetch_add_explicit(&s_bytes_received_in_place, data->len, aws_memory_order_relaxed);
         return AWS_OP_SUCCESS;
     }
 ")
