@@ -3,9 +3,7 @@ block as a zero-copy buffer) instead of read(). Never the headline: user code ca
 
 from __future__ import annotations
 
-import zlib
-
-from .common import Context, Digest, Measurement, Stopwatch
+from .common import Context, Measurement, consume_pieces
 from .ours import loader
 
 NAME = "torchdata_s3-read_chunk"
@@ -13,20 +11,8 @@ CONFIGURATION = "the same S3FileLoader as torchdata_s3; stream.read_chunk() unti
 
 
 def _read_objects(ctx: Context) -> Measurement:
-    digest = Digest(ctx.verify)
-    objects = total = 0
     streams = loader(ctx)  # the client is built here, before the clock, as for every adapter
-    with Stopwatch() as watch:
-        for _url, stream in streams:
-            crc = 0
-            while (chunk := stream.read_chunk()) is not None:
-                total += len(chunk)
-                if digest.enabled:
-                    crc = zlib.crc32(chunk, crc)
-            if digest.enabled:
-                digest.add(crc)
-            objects += 1
-    return Measurement(objects, total, watch.seconds, digest.value(), watch.cpu_seconds)
+    return consume_pieces(streams, ctx, lambda stream: iter(stream.read_chunk, None))
 
 
 large = _read_objects
