@@ -526,12 +526,15 @@ def _split_endpoint(endpoint_url: str) -> tuple[str, str, int]:
 
 
 EVENT_LOOP_THREADS_VARIABLE = "TORCHDATA_S3_EVENT_LOOP_THREADS"
-# One loop tops out near 1 GB/s, so at least two. More loops spread connections better (the CRT puts each
-# on a loop at random, and with two one loop often carries most of them), but they also take more of the
-# cores from the application's own threads. Measured on 2 cores, 4 loops against 2: large-object MB/s +17%
-# on s3like and +14% on fast, but a Python thread's pace beside the loader fell from a median of 82% to 77%
-# (waiting for a core 8-19% -> 15-27%). The default keeps the application's share;
-# TORCHDATA_S3_EVENT_LOOP_THREADS=4 trades it for throughput.
+# One loop topped out near 1 GB/s while it copied every byte out of channel messages, so at least two.
+# Since bodies are received in place (cmake/AwsCrtPatches.cmake) one carried 1.5-2.0 GB/s on `fast`, and
+# one against two on 2 cores made no difference to CPU per small object in the harness (run 25,
+# docs/benchmarks.md), so the default stayed. More loops spread connections better (the CRT puts each on a
+# loop at random, and with two one loop often carries most of them), but they also take more of the cores
+# from the application's threads. Measured on 2 cores, 4 loops against 2: large-object MB/s +17% on s3like
+# and +14% on fast, but a Python thread's pace beside the loader fell from a median of 82% to 77% (waiting
+# for a core 8-19% -> 15-27%). The default keeps the application's share; TORCHDATA_S3_EVENT_LOOP_THREADS=4
+# trades it for throughput.
 MIN_EVENT_LOOP_THREADS = 2
 
 
