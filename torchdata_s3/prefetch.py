@@ -101,7 +101,7 @@ class PrefetchWindow:
         self._expected = 0  # the sum of expected costs: at most the budget
         self._recent_costs: deque[int] = deque(maxlen=SIZES_REMEMBERED)
         # Objects ahead whose window does not reflect their size yet, in input order: what _settle_sizes
-        # looks at (not every object ahead: with 128 ahead, that scan cost ~4% of a small object's CPU).
+        # looks at, rather than every object ahead (up to 128, most of them settled already).
         self._unsettled: deque[_Ahead] = deque()
         self.latency: Optional[float] = None  # lowest first-byte latency seen, in seconds
         self._measured = False  # waited once for the first latency
