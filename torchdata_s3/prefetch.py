@@ -100,9 +100,7 @@ class PrefetchWindow:
         self._bytes = 0  # the sum of costs: at most max_bytes
         self._expected = 0  # the sum of expected costs: at most the budget
         self._recent_costs: deque[int] = deque(maxlen=SIZES_REMEMBERED)
-        # Objects ahead whose window does not reflect their size yet, in input order: what _settle_sizes
-        # looks at, rather than every object ahead (up to 128, most of them settled already).
-        self._unsettled: deque[_Ahead] = deque()
+        self._unsettled = 0  # objects ahead whose window does not reflect their size yet
         self.latency: Optional[float] = None  # lowest first-byte latency seen, in seconds
         self._measured = False  # waited once for the first latency
         self.budget = read_ahead_budget(None, rate, part, max_bytes)
@@ -151,22 +149,21 @@ class PrefetchWindow:
     def add(self, url: str, stream: _core.ObjectStream, size: Optional[int]) -> None:
         cost = self.cost_of(size)
         expected = cost if size is not None else self.expected_cost_of(size)
-        ahead = _Ahead(url, stream, size, cost, expected)
-        self._ahead.append(ahead)
+        self._ahead.append(_Ahead(url, stream, size, cost, expected))
         self._bytes += cost
         self._expected += expected
         if size is not None:
             self._recent_costs.append(cost)
         else:
-            self._unsettled.append(ahead)
+            self._unsettled += 1
 
     def pop(self) -> tuple[str, _core.ObjectStream]:
         """The next object in input order. Its reader widens its window once it reads it in sequence, so an
         object only sought through (a zip's directory, a Parquet column) fetches no more ahead."""
         self._settle_sizes()
         ahead = self._ahead.popleft()
-        if self._unsettled and self._unsettled[0] is ahead:  # the oldest object ahead: first if listed there
-            self._unsettled.popleft()
+        if not ahead.sized:
+            self._unsettled -= 1
         self._bytes -= ahead.cost
         self._expected -= ahead.expected
         # Only streams not yet handed out are asked: a reader may have closed its own, or be reading it on
@@ -191,7 +188,7 @@ class PrefetchWindow:
 
     def close(self) -> None:
         """Cancels every download nobody will read."""
-        self._unsettled.clear()
+        self._unsettled = 0
         while self._ahead:
             self._ahead.popleft().stream.close()
 
@@ -216,10 +213,9 @@ class PrefetchWindow:
         if not self._unsettled:
             return  # every object ahead came with its size (a listing's): nothing to learn
         growth_refused = False
-        settled = 0
-        for ahead in self._unsettled:
+        for ahead in self._ahead:
             if ahead.sized:
-                continue  # settled by a call that then raised before pruning
+                continue
             if ahead.size is None:
                 ahead.size = ahead.stream.size_if_known
                 if ahead.size is None:
@@ -237,9 +233,7 @@ class PrefetchWindow:
                 ahead.stream.widen_window(self.window_of(ahead.size))
                 self._charge(ahead, cost)
             ahead.sized = True
-            settled += 1
-        if settled:
-            self._unsettled = deque(ahead for ahead in self._unsettled if not ahead.sized)
+            self._unsettled -= 1
 
     def _charge(self, ahead: _Ahead, cost: int) -> None:
         self._bytes += cost - ahead.cost
