@@ -432,7 +432,14 @@ _crt_insert_after("aws-c-s3/source/s3_meta_request.c"
 _crt_replace("aws-c-s3/source/s3_meta_request.c"
 "static int s_response_body_append(struct aws_byte_buf *buf, const struct aws_byte_cursor *data) {
 "
-"/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): a GET part's buffer, the caller's memory if it has some
+"/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): whether a request's answer goes into a GET part's buffer
+ * of fixed size (a successful GET with a ticket; puts can have tickets too, for their request bodies). */
+static bool s_s3_request_fills_part_buffer(struct aws_s3_request *request) {
+    return request->request_type == AWS_S3_REQUEST_TYPE_GET_OBJECT && request->ticket != NULL &&
+           s_s3_meta_request_error_code_from_response_status(request->send_data.response_status) == AWS_ERROR_SUCCESS;
+}
+
+/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): a GET part's buffer, the caller's memory if it has some
  * for this part, else the part's pool buffer. */
 static struct aws_byte_buf s_s3_part_body_buffer(struct aws_s3_meta_request *meta_request, struct aws_s3_request *request) {
     struct aws_byte_buf landing;
@@ -449,6 +456,11 @@ static struct aws_byte_buf s_s3_part_body_buffer(struct aws_s3_meta_request *met
 }
 
 static int s_response_body_append(struct aws_byte_buf *buf, const struct aws_byte_cursor *data) {
+")
+_crt_replace("aws-c-s3/source/s3_meta_request.c"
+"        if (successful_response && request->request_type == AWS_S3_REQUEST_TYPE_GET_OBJECT && request->ticket != NULL) {
+"
+"        if (s_s3_request_fills_part_buffer(request)) { /* torchdata_s3: the same test as the in-place target's */
 ")
 _crt_replace("aws-c-s3/source/s3_meta_request.c"
 "            request->send_data.response_body = aws_s3_buffer_ticket_claim(request->ticket);
@@ -606,10 +618,9 @@ _crt_replace("aws-c-io/source/socket_channel_handler.c"
 "        /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): read where the handler above wants the bytes. */
         struct aws_io_message *message = NULL;
         struct aws_channel_slot *reader_slot = socket_handler->slot->adj_right;
-        if (reader_slot != NULL && reader_slot->handler != NULL &&
-            reader_slot->handler->vtable->direct_read_target != NULL) {
-            struct aws_byte_buf target =
-                reader_slot->handler->vtable->direct_read_target(reader_slot->handler, iter_max_read);
+        struct aws_channel_handler *reader = reader_slot != NULL ? reader_slot->handler : NULL;
+        if (reader != NULL && reader->vtable->direct_read_target != NULL) {
+            struct aws_byte_buf target = reader->vtable->direct_read_target(reader, iter_max_read);
             if (target.capacity != 0) {
                 AWS_FATAL_ASSERT(
                     target.buffer != NULL && target.len == 0 && target.allocator == NULL &&
@@ -619,9 +630,8 @@ _crt_replace("aws-c-io/source/socket_channel_handler.c"
                 message->message_data = target;
             }
         }
-        if (message == NULL && reader_slot != NULL && reader_slot->handler != NULL &&
-            reader_slot->handler->vtable->read_size_limit != NULL) {
-            size_t limit = reader_slot->handler->vtable->read_size_limit(reader_slot->handler);
+        if (message == NULL && reader != NULL && reader->vtable->read_size_limit != NULL) {
+            size_t limit = reader->vtable->read_size_limit(reader);
             if (limit != 0 && limit < iter_max_read) {
                 iter_max_read = limit;
             }
@@ -807,8 +817,7 @@ static struct aws_byte_buf s_s3_meta_request_incoming_body_target(struct aws_htt
     struct aws_byte_buf *body = &request->send_data.response_body;
     struct aws_byte_buf target;
     AWS_ZERO_STRUCT(target);
-    if (request->request_type != AWS_S3_REQUEST_TYPE_GET_OBJECT || request->ticket == NULL ||
-        s_s3_meta_request_error_code_from_response_status(request->send_data.response_status) != AWS_ERROR_SUCCESS) {
+    if (!s_s3_request_fills_part_buffer(request)) {
         return target;
     }
     if (body->capacity == 0) {
