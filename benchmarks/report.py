@@ -34,6 +34,18 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def _median_ms_per(runs: list[Run], seconds: str, count: str) -> float | None:
+    """The median over `runs` of the field `seconds` in milliseconds per unit of the field `count`, over the
+    runs that measured both."""
+    return _median(
+        [
+            1000 * getattr(r, seconds) / getattr(r, count)
+            for r in runs
+            if getattr(r, seconds) is not None and getattr(r, count)
+        ]
+    )
+
+
 def _cpu_seconds_per_gb(run: Run) -> float | None:
     if run.cpu_seconds is None or not run.bytes:
         return None
@@ -77,13 +89,7 @@ def summarize(cases: list[Case], runs: list[Run], meta: dict[str, Any]) -> dict[
                 # Of the timed section, the whole process (every thread) and its finished children.
                 "cpu_s_per_gb_median": _median(cpu_per_gb) if workload.cpu_per_gb else None,
                 # CPU per item (issue 22 asks it for small objects): the client's timed CPU / items.
-                "cpu_ms_per_item_median": _median(
-                    [
-                        1000 * r.cpu_seconds / r.items
-                        for r in good_runs
-                        if r.cpu_seconds is not None and r.items
-                    ]
-                ),
+                "cpu_ms_per_item_median": _median_ms_per(good_runs, "cpu_seconds", "items"),
                 "cpu_seconds_median": _median(
                     [r.cpu_seconds for r in good_runs if r.cpu_seconds is not None]
                 ),
@@ -93,12 +99,8 @@ def summarize(cases: list[Case], runs: list[Run], meta: dict[str, Any]) -> dict[
                 ),
                 "requests_median": _median([r.requests for r in good_runs if r.requests is not None]),
                 # What one request cost the endpoint's processes (the embedded endpoint only).
-                "endpoint_cpu_ms_per_request_median": _median(
-                    [
-                        1000 * r.endpoint_cpu_seconds / r.requests
-                        for r in good_runs
-                        if r.endpoint_cpu_seconds is not None and r.requests
-                    ]
+                "endpoint_cpu_ms_per_request_median": _median_ms_per(
+                    good_runs, "endpoint_cpu_seconds", "requests"
                 ),
             }
             if workload.secondary is not None:  # e.g. the epochs workload's first epoch
