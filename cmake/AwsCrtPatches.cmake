@@ -385,6 +385,43 @@ _crt_replace("aws-c-auth/source/credentials_provider_cached.c"
     impl->next_refresh_time = next_refresh_time_in_ns;
 ")
 
+# aws-c-s3: an object_size_hint sends `GET ?partNumber=1`, which S3-compatible stores may answer without the
+# Content-Range the CRT then requires.
+#
+# With a hint no larger than a part (our loaders pass the listing's size), the CRT asks for the object's first
+# upload part by number, reserving a buffer of the hint's size. nginx and other plain HTTP servers ignore the
+# query and answer 200 with the whole object and no Content-Range, which fails the GET
+# (AWS_ERROR_S3_MISSING_CONTENT_RANGE_HEADER): a listing's size made a readable object unreadable. This asks
+# for the same bytes with a ranged GET, `Range: bytes=0-(hint-1)`, which every store answers: the buffer is
+# still the hint's size, and a hint smaller than the object (it changed after the listing) costs no retry, the
+# answer's Content-Range gives the real size and the rest comes in ranged parts as usual.
+# Test: tests/integration/test_size_hint.py.
+_crt_replace("aws-c-s3/source/s3_auto_ranged_get.c"
+"    if (auto_ranged_get->object_size_hint_available && auto_ranged_get->object_size_hint > 0 &&
+        auto_ranged_get->object_size_hint <= meta_request->part_size) {
+        return AWS_S3_AUTO_RANGE_GET_REQUEST_TYPE_GET_OBJECT_WITH_PART_NUMBER_1;
+    }
+"
+"    if (auto_ranged_get->object_size_hint_available && auto_ranged_get->object_size_hint > 0 &&
+        auto_ranged_get->object_size_hint <= meta_request->part_size) {
+        /* torchdata_s3 (cmake/AwsCrtPatches.cmake): a first ranged GET of the hint's size instead. */
+        return AWS_S3_AUTO_RANGE_GET_REQUEST_TYPE_GET_OBJECT_WITH_RANGE;
+    }
+")
+_crt_insert_after("aws-c-s3/source/s3_auto_ranged_get.c"
+"                        uint64_t part_range_start = 0;
+                        uint64_t first_part_size = meta_request->part_size;
+"
+"                        /* torchdata_s3 (cmake/AwsCrtPatches.cmake): the first part of a whole-object GET is the
+                         * hint's size when that is smaller than a part (see above). */
+                        if (!auto_ranged_get->initial_message_has_range_header &&
+                            auto_ranged_get->object_size_hint_available && auto_ranged_get->object_size_hint > 0 &&
+                            auto_ranged_get->object_size_hint < first_part_size) {
+                            first_part_size = auto_ranged_get->object_size_hint;
+                            auto_ranged_get->synced_data.first_part_size = first_part_size;
+                        }
+")
+
 # aws-c-s3: a GET part can land where its reader wants it, instead of in a pool buffer copied out later.
 #
 # A whole-object read() of 64 MiB paid three copies per byte: socket to channel message (kernel), message to the

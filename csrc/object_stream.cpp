@@ -270,6 +270,9 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     options.type = AWS_S3_META_REQUEST_TYPE_GET_OBJECT;
     message.describe(options);
     options.part_size = req.part_size_bytes;
+    // A listing's size lets the CRT fetch an object that fits in one part with one GET sized to it (not a
+    // part-sized buffer for 110 kB); a wrong hint costs a retry with ranged GETs, never wrong bytes.
+    if (req.size_hint != 0 && !req.has_range && req.suffix_bytes == 0) options.object_size_hint = &req.size_hint;
     options.headers_callback = on_headers;
     options.body_callback_ex = on_body;
     options.part_landing_callback = on_part_landing;
