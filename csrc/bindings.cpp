@@ -405,12 +405,7 @@ PYBIND11_MODULE(_core, m) {
                 request.timeout_ms = timeout_ms;
                 request.part_size_bytes = part_size_bytes;
                 request.size_hint = size_hint;
-                std::shared_ptr<ObjectStream> stream;
-                {
-                    GilRelease release;
-                    stream = ObjectStream::start(std::move(client), std::move(request));
-                }
-                return PyObjectStream(std::move(stream), "s3://" + bucket + "/" + key);
+                return PyObjectStream::start(std::move(client), std::move(request), "s3://" + bucket + "/" + key);
             },
             py::arg("bucket"), py::arg("key"), py::kw_only(), py::arg("byte_range") = py::none(),
             py::arg("suffix_bytes") = 0, py::arg("if_match") = "", py::arg("if_none_match") = "",

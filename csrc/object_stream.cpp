@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <stdexcept>
 
 #include "decimal.h"
 #include "request_message.h"
@@ -249,10 +250,22 @@ ObjectStream::ObjectStream(std::shared_ptr<S3Client> client, GetObjectRequest re
     shared_->suffix_range = request_.suffix_bytes != 0;
 }
 
-std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> client, GetObjectRequest request) {
+std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> client, GetObjectRequest request,
+                                                  uint8_t* whole_object_memory) {
     std::shared_ptr<ObjectStream> stream(new ObjectStream(std::move(client), std::move(request)));
     S3Client& s3 = *stream->client_;
     const GetObjectRequest& req = stream->request_;
+    if (whole_object_memory != nullptr) {
+        if (req.has_range || req.suffix_bytes != 0 || req.size_hint == 0 || req.size_hint > stream->part_bytes()) {
+            throw std::invalid_argument("whole_object_memory needs a whole-object GET of one part of known size");
+        }
+        // Set before the request exists: the first part's memory is asked for when its first body byte arrives.
+        Shared& shared = *stream->shared_;
+        shared.landing = whole_object_memory;
+        shared.landing_first = 0;
+        shared.landing_end = req.size_hint;
+        shared.landing_open = true;
+    }
 
     RequestMessage message(s3, "GET", req.bucket, "/" + S3Client::encode_path(req.key));
     if (req.suffix_bytes != 0) {
@@ -349,7 +362,7 @@ ObjectStream::~ObjectStream() {
 bool ObjectStream::land_in(uint8_t* dst, size_t size) {
     if (size == 0) return false;
     std::lock_guard<std::mutex> lock(shared_->mutex);
-    if (!shared_->headers_received || shared_->failed || shared_->finished) return false;
+    if (!shared_->headers_received || shared_->failed || shared_->finished || shared_->landing_open) return false;
     shared_->landing = dst;
     shared_->landing_first = shared_->first_offset + position_;
     shared_->landing_end = shared_->landing_first + size;

@@ -41,7 +41,14 @@ struct GetObjectRequest {
 class ObjectStream {
 public:
     // Starts the GET immediately; returns without waiting for any byte.
-    static std::shared_ptr<ObjectStream> start(std::shared_ptr<S3Client> client, GetObjectRequest request);
+    //
+    // `whole_object_memory`: for a GET of a whole object whose size the caller knows (request.size_hint bytes, no
+    // more than a part), memory for all of it. The object's one part is received straight there, as if land_in()
+    // had been called before the first byte, so a read_fully() into it from position 0 copies nothing. It must stay
+    // valid until stop_landing() returned true; land_in() is refused meanwhile. Bytes past the hint (the object
+    // grew after the listing) arrive in pool buffers as usual.
+    static std::shared_ptr<ObjectStream> start(std::shared_ptr<S3Client> client, GetObjectRequest request,
+                                               uint8_t* whole_object_memory = nullptr);
     ~ObjectStream();
     ObjectStream(const ObjectStream&) = delete;
     ObjectStream& operator=(const ObjectStream&) = delete;
@@ -92,7 +99,8 @@ public:
     // Receives the parts of the rest of the stream that have not begun yet straight into `dst`, the caller's
     // memory for the next `size` bytes (from position()), instead of into pool buffers: their chunks then point
     // into `dst` and read_fully() skips copying them. `dst` must stay valid until stop_landing() returned true.
-    // False (nothing changed, no stop_landing() owed) once the transfer is over or before its headers came.
+    // False (nothing changed, no stop_landing() owed) once the transfer is over, before its headers came, or while
+    // the stream lands in memory given to start().
     bool land_in(uint8_t* dst, size_t size);
     // Gives no further part the caller's memory. After a failed read it drops every chunk pointing into it and
     // stops the transfer; after a read that got all it wanted, the bytes retain() keeps may stay in it (see

@@ -27,6 +27,7 @@ constexpr uint32_t kLandingPatienceMs = 60000;
 // Owns a block of memory handed out from a stream; Python reads it through the buffer protocol.
 struct Buffer {
     ObjectStream::Chunk chunk;
+    py::object owner;  // the bytes a borrowed chunk points into (PyObjectStream::whole_object_), else None
 };
 
 [[noreturn]] inline void raise_unsupported(const std::string& message) {
@@ -41,6 +42,37 @@ class PyObjectStream {
 public:
     PyObjectStream(std::shared_ptr<ObjectStream> stream, std::string name)
         : stream_(std::move(stream)), name_(std::move(name)) {}
+    PyObjectStream(PyObjectStream&&) = default;  // leaves the moved-from stream without a request to wind down
+    ~PyObjectStream() {
+        // Dropped unclosed while its object is still landing: the memory must outlive every write into it.
+        if (stream_ && whole_object_ && stream_->usable_here() && !stop_whole_object_landing(true)) {
+            whole_object_.release();
+        }
+    }
+
+    // Starts `request` (its GET runs at once). An object of known size (a listing's) that fits in one part is
+    // received straight into the `bytes` that a read() of all of it then returns: its bytes are not copied in this
+    // process. Whatever else the reader does, they are read from there like any received bytes.
+    static PyObjectStream start(std::shared_ptr<S3Client> client, GetObjectRequest request, std::string name) {
+        const uint64_t part =
+            request.part_size_bytes != 0 ? request.part_size_bytes : client->options().part_size_bytes;
+        py::object whole;
+        uint8_t* memory = nullptr;
+        if (request.size_hint != 0 && request.size_hint <= part && !request.has_range && request.suffix_bytes == 0) {
+            PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(request.size_hint));
+            if (raw == nullptr) throw py::error_already_set();
+            whole = py::reinterpret_steal<py::object>(raw);
+            memory = reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(raw));
+        }
+        std::shared_ptr<ObjectStream> stream;
+        {
+            GilRelease release;
+            stream = ObjectStream::start(std::move(client), std::move(request), memory);
+        }
+        PyObjectStream opened(std::move(stream), std::move(name));
+        opened.whole_object_ = std::move(whole);
+        return opened;
+    }
 
     const std::string& name() const { return name_; }
     bool closed() const { return stream_ == nullptr; }
@@ -55,6 +87,8 @@ public:
         }
         Entry entry(*this);
         stream_->cancel();
+        if (whole_object_ && !stop_whole_object_landing(true)) whole_object_.release();  // never free it then
+        whole_object_ = py::object();
         std::shared_ptr<ObjectStream> released = std::move(stream_);
         {
             GilRelease release;
@@ -161,6 +195,10 @@ public:
             remaining = stream_->wait_for_size() - stream_->position();
         }
         const uint64_t want = size < 0 ? remaining : std::min<uint64_t>(static_cast<uint64_t>(size), remaining);
+        if (whole_object_ && want == remaining && stream_->position() == 0 &&
+            want == static_cast<uint64_t>(PyBytes_GET_SIZE(whole_object_.ptr()))) {
+            return read_whole_object();
+        }
         PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(want));
         if (raw == nullptr) throw py::error_already_set();
         py::object bytes = py::reinterpret_steal<py::object>(raw);
@@ -276,6 +314,7 @@ public:
             buffer.chunk = stream_->take_chunk();
         }
         if (!buffer.chunk) return std::nullopt;
+        if (buffer.chunk.borrowed()) buffer.owner = whole_object_;  // the only memory chunks outside a read() borrow
         return buffer;
     }
 
@@ -304,6 +343,40 @@ public:
     }
 
 private:
+    // read() of the whole object into the memory it was landing in since start(): hands over those very bytes.
+    py::bytes read_whole_object() {
+        py::object whole = std::move(whole_object_);  // never read or given out again, whatever happens
+        uint8_t* dst = reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(whole.ptr()));
+        const size_t want = static_cast<size_t>(PyBytes_GET_SIZE(whole.ptr()));
+        size_t got = 0;
+        bool landing_over;
+        {
+            GilRelease release;
+            try {
+                got = read_fully(*stream_, dst, want);      // copies only bytes that arrived elsewhere (a retry's)
+                if (got == want) stream_->wait_for_data();  // the transfer ended cleanly
+            } catch (...) {
+                if (!stream_->stop_landing(true, kLandingPatienceMs)) whole.release();  // a CRT thread may write
+                throw;
+            }
+            landing_over = stream_->stop_landing(got != want, kLandingPatienceMs);
+        }
+        if (got != want || !landing_over) {
+            py::bytes copy(reinterpret_cast<const char*>(dst), static_cast<Py_ssize_t>(got));
+            if (!landing_over) whole.release();  // as above
+            return copy;
+        }
+        // The bytes kept for seeking back are the result's own: they live as long as this stream.
+        if (stream_->holds_borrowed_bytes()) landed_results_.append(whole);
+        return py::reinterpret_steal<py::bytes>(whole.release());
+    }
+
+    // Ends the landing begun in start() (see ObjectStream::stop_landing), the GIL released while it waits.
+    bool stop_whole_object_landing(bool read_failed) {
+        GilRelease release;
+        return stream_->stop_landing(read_failed, kLandingPatienceMs);
+    }
+
     // Guards one call: the stream is open and no other thread is inside it.
     class Entry {
     public:
@@ -342,6 +415,8 @@ private:
     // Results of read() that chunks of the stream still point into (ObjectStream::holds_borrowed_bytes): let go
     // of after the stream (declared first, so destroyed last).
     py::list landed_results_;
+    // The object's memory from start() while it is still landing there (see start()); None otherwise.
+    py::object whole_object_;
     std::shared_ptr<ObjectStream> stream_;
     std::string name_;
     bool busy_ = false;

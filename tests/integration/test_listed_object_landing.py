@@ -1,0 +1,183 @@
+"""An object whose size a listing gave, no larger than a part, is received straight into the `bytes` that
+read() of all of it returns: its bytes are never copied in this process.
+
+PyObjectStream.start / ObjectStream::start(whole_object_memory). The memory is lent to the CRT from the GET's
+start, so what must hold is about its life: every way of reading such a stream is exact, a Buffer from
+read_chunk() keeps the memory alive after the stream is gone, and a stream closed, dropped or failed while its
+object is still arriving never lets a CRT thread write into freed memory (the sanitizer run includes this
+file).
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import random
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from torch.utils.data.datapipes.iter import IterableWrapper
+
+from tests.fault_proxy import Fault, FaultProxy, ProxiedRequest
+from tests.s3_server import MotoServer
+from torchdata_s3 import S3Config, S3FileLoader, S3NetworkError
+from torchdata_s3.client import native_client
+
+pytestmark = pytest.mark.integration
+
+MIB = 1024 * 1024
+PART = 8 * MIB
+SIZES = {"listed/a-byte": 1, "listed/image": 110_000, "listed/a-part": PART}
+
+
+def payload(seed: int, size: int) -> bytes:
+    return random.Random(seed).randbytes(size)  # no repeats: a misplaced block cannot go unnoticed
+
+
+@pytest.fixture
+def proxy(moto_server: MotoServer, s3_endpoint: str) -> Iterator[FaultProxy]:
+    with FaultProxy(moto_server.port, seed=11, stall_s=30) as running:
+        yield running
+
+
+@pytest.fixture
+def listed(boto_s3, bucket: str) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
+    """The objects under `listed/`, by URL."""
+    objects = {key: payload(seed, size) for seed, (key, size) in enumerate(SIZES.items())}
+    for key, data in objects.items():
+        boto_s3.put_object(Bucket=bucket, Key=key, Body=data)
+    return {f"s3://{bucket}/{key}": data for key, data in objects.items()}
+
+
+def has_a_body_to_cut(request: ProxiedRequest) -> bool:
+    """A GET whose answer has a half to send before a fault (the proxy cannot cut a 1-byte body)."""
+    return request.is_get_object and not request.path.endswith("/a-byte")
+
+
+def load_prefix(bucket: str, config: S3Config) -> Iterator[tuple[str, io.BufferedIOBase]]:
+    return iter(S3FileLoader(IterableWrapper([f"s3://{bucket}/listed/"]), config=config))
+
+
+def test_a_listed_object_is_received_into_the_bytes_read_returns(
+    bucket: str, listed: dict[str, bytes]
+) -> None:
+    config = S3Config.resolve(part_size_bytes=PART)
+    client = native_client(config)
+    landed_before = client.landed_bytes
+
+    loaded = {url: stream.read() for url, stream in load_prefix(bucket, config)}
+
+    assert loaded == listed
+    assert client.landed_bytes - landed_before == sum(SIZES.values())
+    assert client.pinned_pool_bytes == 0
+
+
+def in_pieces(stream: io.BufferedIOBase) -> bytes:
+    return b"".join(iter(lambda: stream.read(40_000), b""))
+
+
+def into_a_buffer(stream: io.BufferedIOBase) -> bytes:
+    out, buffer = bytearray(), bytearray(30_000)
+    while n := stream.readinto(buffer):
+        out += buffer[:n]
+    return bytes(out)
+
+
+def chunks_kept_past_the_stream(stream: io.BufferedIOBase) -> bytes:
+    chunks = list(iter(stream.read_chunk, None))  # type: ignore[attr-defined]
+    stream.close()
+    gc.collect()  # the stream's own references are gone: only the chunks keep the memory
+    return b"".join(bytes(chunk) for chunk in chunks)
+
+
+def lines(stream: io.BufferedIOBase) -> bytes:
+    return b"".join(stream)
+
+
+def a_byte_then_the_rest(stream: io.BufferedIOBase) -> bytes:
+    return stream.read(1) + stream.read()
+
+
+def skipped_ahead(stream: io.BufferedIOBase) -> bytes:
+    stream.seek(stream.size // 3)  # type: ignore[attr-defined]
+    return b"\0" * (stream.size // 3) + stream.read()  # type: ignore[attr-defined]
+
+
+READERS: dict[str, Callable[[io.BufferedIOBase], bytes]] = {
+    "read_pieces": in_pieces,
+    "readinto": into_a_buffer,
+    "read_chunk_kept": chunks_kept_past_the_stream,
+    "lines": lines,
+    "a_byte_then_the_rest": a_byte_then_the_rest,
+    "seek_ahead": skipped_ahead,
+}
+
+
+@pytest.mark.parametrize("reader", list(READERS))
+def test_every_way_of_reading_a_landing_object_is_exact(
+    bucket: str, listed: dict[str, bytes], reader: str
+) -> None:
+    config = S3Config.resolve(part_size_bytes=PART)
+
+    for url, stream in load_prefix(bucket, config):
+        expected = listed[url]
+        if reader == "seek_ahead":
+            expected = b"\0" * (len(expected) // 3) + expected[len(expected) // 3 :]
+        assert READERS[reader](stream) == expected, url
+
+
+@pytest.mark.parametrize("how", ["closed", "dropped"])
+def test_a_stream_given_up_while_its_object_arrives_lets_the_client_read_on(  # type: ignore[no-untyped-def]
+    bucket: str, listed: dict[str, bytes], proxy: FaultProxy, how: str
+) -> None:
+    """Bodies stalled mid-way: the CRT's connections are still writing into the streams' memory when the
+    reader gives them up. Closing or dropping must end those writes before the memory goes."""
+    config = S3Config.resolve(
+        endpoint_url=proxy.endpoint_url, part_size_bytes=PART, request_timeout_ms=20_000
+    )
+    proxy.force(Fault.STALL_BODY, len(listed) - 1, eligible=has_a_body_to_cut)
+    streams = list(load_prefix(bucket, config))  # each yielded once its answer's head is in
+    assert proxy.injected == {Fault.STALL_BODY: len(listed) - 1}
+    started = time.monotonic()
+
+    for _url, stream in streams:
+        if how == "closed":
+            stream.close()
+    del stream
+    streams.clear()
+    gc.collect()
+
+    assert time.monotonic() - started < 15  # cancelled, not waited out (the proxy stalls for 30 s)
+
+    proxy.forget_forced()
+    assert {url: stream.read() for url, stream in load_prefix(bucket, config)} == listed
+
+
+def test_a_landing_object_cut_off_is_received_again_in_place(  # type: ignore[no-untyped-def]
+    bucket: str, listed: dict[str, bytes], proxy: FaultProxy
+) -> None:
+    config = S3Config.resolve(endpoint_url=proxy.endpoint_url, part_size_bytes=PART)
+    client = native_client(config)
+    landed_before = client.landed_bytes
+    proxy.force(Fault.CUT_BODY, 2, eligible=has_a_body_to_cut)
+
+    assert {url: stream.read() for url, stream in load_prefix(bucket, config)} == listed
+
+    assert proxy.injected == {Fault.CUT_BODY: 2}
+    assert client.landed_bytes - landed_before == sum(SIZES.values())
+
+
+def test_a_landing_read_that_fails_raises_typed_and_the_client_reads_on(  # type: ignore[no-untyped-def]
+    bucket: str, listed: dict[str, bytes], proxy: FaultProxy
+) -> None:
+    config = S3Config.resolve(endpoint_url=proxy.endpoint_url, part_size_bytes=PART, max_retries=1)
+    proxy.force(Fault.CUT_BODY, 100)
+
+    with pytest.raises(S3NetworkError) as caught:
+        for _url, stream in load_prefix(bucket, config):
+            stream.read()
+    assert caught.value.url in listed
+
+    proxy.forget_forced()
+    assert {url: stream.read() for url, stream in load_prefix(bucket, config)} == listed
