@@ -438,7 +438,8 @@ _crt_replace("aws-c-s3/include/aws/s3/s3_client.h"
 "struct aws_s3_meta_request_options {
 "
 "/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): memory for a GET part's body, bytes [range_start,
- * range_end] of the object, asked for when its first byte arrives. Return a buffer with capacity 0 for the
+ * range_end] of the object (the part's range, or less when its answer's Content-Length says so), asked for
+ * when its first byte arrives. Return a buffer with capacity 0 for the
  * client's own pool buffer, or a non-owning buffer (allocator NULL, len 0) that stays valid until the meta
  * request finishes. Called on the part's connection thread. */
 typedef struct aws_byte_buf(aws_s3_meta_request_part_landing_fn)(
@@ -482,8 +483,18 @@ static struct aws_byte_buf s_s3_part_body_buffer(struct aws_s3_meta_request *met
     struct aws_byte_buf landing;
     AWS_ZERO_STRUCT(landing);
     if (meta_request->part_landing_callback != NULL) {
+        /* The part's range, narrowed to what its answer announced when its headers were kept (a first part asked
+         * for before the object's size was known may end far past the object). */
+        uint64_t range_end = request->part_range_end;
+        uint64_t content_length = 0;
+        if (request->send_data.response_headers != NULL &&
+            aws_s3_parse_content_length_response_header(
+                request->allocator, request->send_data.response_headers, &content_length) == AWS_OP_SUCCESS &&
+            content_length != 0 && request->part_range_start + content_length - 1 < range_end) {
+            range_end = request->part_range_start + content_length - 1;
+        }
         landing = meta_request->part_landing_callback(
-            meta_request, request->part_range_start, request->part_range_end, meta_request->user_data);
+            meta_request, request->part_range_start, range_end, meta_request->user_data);
     }
     if (landing.capacity != 0) {
         AWS_FATAL_ASSERT(landing.allocator == NULL && landing.len == 0 && landing.buffer != NULL);

@@ -7,8 +7,10 @@
 #include <aws/io/event_loop.h>
 #include <aws/io/host_resolver.h>
 #include <aws/s3/s3.h>
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <mutex>
@@ -89,7 +91,23 @@ std::shared_ptr<CrtRuntime> CrtRuntime::for_this_process(uint16_t event_loop_thr
 
 size_t CrtRuntime::event_loop_threads() const { return aws_event_loop_group_get_loop_count(event_loop_group_); }
 
-bool CrtRuntime::owned_by_this_process(pid_t creator_pid) { return creator_pid == getpid(); }
+namespace {
+// The process id, cached; a child of fork() (the only way Python starts a process that goes on running this
+// module) learns its own in the atfork handler, before any of its code runs.
+std::atomic<pid_t> g_this_process{0};
+std::once_flag g_this_process_once;
+void learn_this_process() { g_this_process.store(getpid(), std::memory_order_relaxed); }
+}  // namespace
+
+pid_t CrtRuntime::this_process() {
+    std::call_once(g_this_process_once, [] {
+        learn_this_process();
+        pthread_atfork(nullptr, nullptr, learn_this_process);
+    });
+    return g_this_process.load(std::memory_order_relaxed);
+}
+
+bool CrtRuntime::owned_by_this_process(pid_t creator_pid) { return creator_pid == this_process(); }
 
 CrtRuntime::CrtRuntime(uint16_t event_loop_threads) : creator_pid_(getpid()), allocator_(aws_default_allocator()) {
     std::call_once(g_library_once, [this] {

@@ -42,7 +42,7 @@ void RequestState::finish_locked(const aws_s3_meta_request_result& result) {
 void MetaRequest::start(S3Client& client, aws_s3_meta_request_options& options, std::shared_ptr<RequestState> state) {
     state_ = std::move(state);
     pacer_ = client.pacer();
-    creator_pid_ = getpid();
+    creator_pid_ = CrtRuntime::this_process();
     auto* holder = new std::shared_ptr<RequestState>(state_);
     options.user_data = holder;
     options.shutdown_callback = on_shutdown;

@@ -58,6 +58,10 @@ struct ObjectStream::Shared : RequestState {
     uint64_t landing_end = 0;
     bool landing_open = false;
     bool landing_handed_out = false;  // some part was given that memory
+    // Memory of its own size given to a part much smaller than its pool buffer (on_part_landing), until the
+    // part's body is delivered: its chunk then owns it.
+    std::deque<Chunk> own_landings;
+    uint64_t part_bytes = 0;  // the meta request's part size
     bool is_landed_locked(const uint8_t* data) const {
         return landing != nullptr && data >= landing && data < landing + (landing_end - landing_first);
     }
@@ -122,6 +126,18 @@ int on_body_unguarded(const aws_byte_cursor* body, const aws_s3_meta_request_rec
         return aws_raise_error(AWS_ERROR_S3_CANCELED);
     }
     if (body->len == 0) return AWS_OP_SUCCESS;
+    for (auto own = shared->own_landings.begin(); own != shared->own_landings.end(); ++own) {
+        if (body->ptr >= own->data && body->ptr + body->len <= own->data + own->size) {
+            // Received straight into memory of its own size (on_part_landing): the chunk keeps it, no copy.
+            ObjectStream::Chunk chunk = std::move(*own);
+            shared->own_landings.erase(own);
+            chunk.data = body->ptr;
+            chunk.size = body->len;
+            shared->queue.push_back(std::move(chunk));
+            shared->changed.notify_all();
+            return AWS_OP_SUCCESS;
+        }
+    }
     if (shared->is_landed_locked(body->ptr)) {
         // Received straight into the reader's memory (on_part_landing): nothing to copy or pin.
         if (std::shared_ptr<S3Client> client = shared->client.lock()) client->count_landed_bytes(body->len);
@@ -147,12 +163,24 @@ int on_body_unguarded(const aws_byte_cursor* body, const aws_s3_meta_request_rec
 // Asked on a part's connection thread when its first body byte arrives: the reader's memory for bytes
 // [range_start, range_end] of the object, if the reader is waiting for all of them (land_in). The part's body
 // can never write past the slice: the CRT fails a body longer than the memory it was given.
-aws_byte_buf on_part_landing(aws_s3_meta_request*, uint64_t range_start, uint64_t range_end, void* user_data) {
+aws_byte_buf on_part_landing_unguarded(uint64_t range_start, uint64_t range_end, ObjectStream::Shared* shared) {
     aws_byte_buf memory = {};
-    ObjectStream::Shared* shared = shared_of(user_data);
     std::lock_guard<std::mutex> lock(shared->mutex);
-    if (!shared->landing_open || shared->failed || range_end < range_start || range_start < shared->landing_first ||
-        range_start >= shared->landing_end) {
+    if (shared->failed || range_end < range_start) return memory;
+    if (!shared->landing_open || range_start < shared->landing_first || range_start >= shared->landing_end) {
+        // No reader's memory for it. A body of less than half a part (a small object asked for before its size
+        // was known, in a part-sized pool buffer) would be copied out of that buffer by on_body: it gets memory
+        // of its own size instead. At most one part of a GET is that small (its only or its last), so a retry
+        // of it is given the memory its earlier attempt had.
+        const uint64_t size = range_end - range_start + 1;
+        if (size >= shared->part_bytes / 2) return memory;
+        uint8_t* writable = nullptr;
+        for (const ObjectStream::Chunk& own : shared->own_landings) {
+            if (own.size == size) writable = const_cast<uint8_t*>(own.data);
+        }
+        if (writable == nullptr) shared->own_landings.push_back(fresh_bytes(static_cast<size_t>(size), &writable));
+        memory.buffer = writable;
+        memory.capacity = static_cast<size_t>(size);
         return memory;
     }
     // The first part is asked for before the object's size is known and may end past it: its slice ends
@@ -162,6 +190,14 @@ aws_byte_buf on_part_landing(aws_s3_meta_request*, uint64_t range_start, uint64_
     memory.capacity = static_cast<size_t>(end - range_start);
     shared->landing_handed_out = true;
     return memory;
+}
+
+aws_byte_buf on_part_landing(aws_s3_meta_request*, uint64_t range_start, uint64_t range_end, void* user_data) {
+    try {
+        return on_part_landing_unguarded(range_start, range_end, shared_of(user_data));
+    } catch (const std::exception&) {
+        return aws_byte_buf{};  // out of memory: the part's pool buffer, as without this callback
+    }
 }
 
 void on_finish_unguarded(const aws_s3_meta_request_result* result, ObjectStream::Shared* shared) {
@@ -255,6 +291,7 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     std::shared_ptr<ObjectStream> stream(new ObjectStream(std::move(client), std::move(request)));
     S3Client& s3 = *stream->client_;
     const GetObjectRequest& req = stream->request_;
+    stream->shared_->part_bytes = stream->part_bytes();
     if (whole_object_memory != nullptr) {
         if (req.has_range || req.suffix_bytes != 0 || req.size_hint == 0 || req.size_hint > stream->part_bytes()) {
             throw std::invalid_argument("whole_object_memory needs a whole-object GET of one part of known size");
