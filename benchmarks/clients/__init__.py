@@ -20,6 +20,8 @@ CLIENTS = {
     "torchdata_s3-readinto": "ours_readinto",
     "torchdata_s3-lines": "ours_lines",
     "torchdata_s3-copy_out": "ours_copy_out",
+    # The loader over the dataset's prefix: the listing's sizes let small objects land in read()'s result.
+    "torchdata_s3-prefix": "ours_prefix",
     "torchdata_s3-open": "ours_open",  # upload-small one writer at a time, beside S3FileSaver
     # Issue 20's entry points, on `small` and `images`: each beside load_files_by_s3 and its peer below.
     # load_files_by_s3 in the dataset doors' 2-worker DataLoader: what those doors are judged against like
@@ -58,6 +60,7 @@ OURS_VARIANTS = (
     "torchdata_s3-readinto",
     "torchdata_s3-lines",
     "torchdata_s3-copy_out",
+    "torchdata_s3-prefix",
     "torchdata_s3-nocache",
     "torchdata_s3-open",
     "torchdata_s3-dataloader",
