@@ -9,7 +9,9 @@ sends GET ?partNumber=1" (cmake/AwsCrtPatches.cmake) asks for `Range: bytes=0-(h
 
 from __future__ import annotations
 
+import functools
 import random
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from benchmarks.endpoint.nginx import LocalEndpoint, ensure_nginx_installed
 from tests.fault_proxy import FaultProxy
 from tests.s3_server import MotoServer
 from torchdata_s3 import S3Client, S3Config, S3FileLoader
+from torchdata_s3.client import native_client
 from torchdata_s3.url import S3Url
 
 pytestmark = pytest.mark.integration
@@ -60,6 +63,45 @@ def test_a_listed_object_smaller_than_a_part_comes_in_one_ranged_get_of_its_size
         assert record.range == f"bytes=0-{size - 1}"
         assert "partNumber" not in record.query
     assert proxy.attempts(f"/{bucket}/small/image") == 1
+
+
+def test_list_then_load_passes_the_listing_sizes_along(  # type: ignore[no-untyped-def]
+    boto_s3, bucket: str, proxy: FaultProxy
+) -> None:
+    """``list_files_by_s3().sharding_filter().load_files_by_s3()`` hands the loader plain URLs: it finds the
+    lister upstream and takes each object's size from its listing, as it does for a prefix it lists itself."""
+    objects = {key: payload(seed, size) for seed, (key, size) in enumerate(SIZES.items())}
+    for key, data in objects.items():
+        boto_s3.put_object(Bucket=bucket, Key=key, Body=data)
+    config = S3Config.resolve(endpoint_url=proxy.endpoint_url, part_size_bytes=PART)
+    client = native_client(config)
+    landed_before = client.landed_bytes
+
+    pipe = IterableWrapper([f"s3://{bucket}/small/"]).list_files_by_s3(config=config)
+    pipe = pipe.sharding_filter().load_files_by_s3(config=config)
+    loaded = {url: stream.read() for url, stream in pipe}
+
+    assert loaded == {f"s3://{bucket}/{key}": data for key, data in objects.items()}
+    for key, size in SIZES.items():
+        [record] = [r for r in proxy.records if r.path == f"/{bucket}/{key}"]
+        assert record.range == f"bytes=0-{size - 1}"
+    assert client.landed_bytes - landed_before == sum(SIZES.values())
+
+
+def test_urls_changed_on_the_way_are_loaded_without_a_size(  # type: ignore[no-untyped-def]
+    boto_s3, bucket: str, proxy: FaultProxy
+) -> None:
+    """A map between lister and loader may name other objects: only URLs the lister yielded get its sizes."""
+    boto_s3.put_object(Bucket=bucket, Key="small/image", Body=b"listed")
+    boto_s3.put_object(Bucket=bucket, Key="other/image", Body=b"not listed, and larger")
+    config = S3Config.resolve(endpoint_url=proxy.endpoint_url, part_size_bytes=PART)
+
+    pipe = IterableWrapper([f"s3://{bucket}/small/"]).list_files_by_s3(config=config)
+    pipe = pipe.map(functools.partial(re.sub, "/small/", "/other/")).load_files_by_s3(config=config)
+
+    assert [stream.read() for _url, stream in pipe] == [b"not listed, and larger"]
+    [record] = [r for r in proxy.records if r.path == f"/{bucket}/other/image"]
+    assert record.range == f"bytes=0-{PART - 1}"  # the CRT's first part, as for any URL of unknown size
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,8 @@ from ..fetch import (
 from ..options import config_from_arguments
 from ..url import S3Url, parse_s3_url
 from .base import S3IterDataPipe
-from .sharding import ShardSpec, as_datapipe, has_sharding_upstream
+from .lister import ListedSizes, S3FileLister
+from .sharding import ShardSpec, as_datapipe, has_sharding_upstream, sources_upstream
 
 __all__ = ["S3FileLoader"]
 
@@ -40,7 +41,10 @@ class S3FileLoader(S3IterDataPipe[tuple[str, StreamWrapper]]):
     unreadable object raises then, in input order.
 
     Inputs ending in ``/`` (and bare buckets) are prefixes: they expand to the objects under them, in key
-    order. Other inputs are objects.
+    order. Other inputs are objects. The size of an object listed here, or by a ``list_files_by_s3()``
+    upstream (through sharding filters and shuffles; not through a map that changes the URL), is known
+    before its GET: an object of one part then comes in one GET of its size, straight into the ``bytes``
+    its ``read()`` returns.
 
     Sharding: when nothing upstream shards (no ``sharding_filter()``), this DataPipe is the sharding point
     itself, so DataLoader workers and distributed ranks each load a disjoint share of the objects instead of
@@ -114,9 +118,15 @@ class S3FileLoader(S3IterDataPipe[tuple[str, StreamWrapper]]):
         self.max_inflight_bytes = max_inflight_bytes
         self.shard = ShardSpec()
 
+    def _listed_upstream(self) -> list[ListedSizes]:
+        """What the listers feeding this loader keep of their listings (list_files_by_s3() upstream)."""
+        return [node.remember_listed() for node in sources_upstream(self) if isinstance(node, S3FileLister)]
+
     def _targets(self) -> Iterator[ObjectTarget]:
-        """The objects to load, prefixes expanded, restricted to this instance's shard."""
+        """The objects to load, prefixes expanded, restricted to this instance's shard. An object a lister
+        upstream listed comes with its size and ETag, as one of a prefix listed here does."""
         position = 0
+        listed = self._listed_upstream()
         for url in self.source_datapipe:
             location = parse_s3_url(url)
             if location.is_prefix:
@@ -131,7 +141,15 @@ class S3FileLoader(S3IterDataPipe[tuple[str, StreamWrapper]]):
                     position += 1
             else:
                 if self.shard.owns(position):
-                    yield ObjectTarget(url, location, None)
+                    entry = None
+                    for sizes in listed:
+                        entry = sizes.get(url)
+                        if entry is not None:
+                            break
+                    if entry is None:
+                        yield ObjectTarget(url, location, None)
+                    else:
+                        yield ObjectTarget(url, location, entry[1], entry[2])
                 position += 1
 
     def __iter__(self) -> Iterator[tuple[str, StreamWrapper]]:

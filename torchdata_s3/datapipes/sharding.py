@@ -11,7 +11,7 @@ DistributedReadingService) applies DISTRIBUTED and MULTIPROCESSING groups instea
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from torch.utils.data.datapipes.datapipe import IterDataPipe, MapDataPipe
 from torch.utils.data.datapipes.iter import IterableWrapper
@@ -79,3 +79,20 @@ def has_sharding_upstream(datapipe: IterDataPipe) -> bool:
         return False
 
     return visit(traverse_dps(datapipe))
+
+
+# DataPipes keep the one that feeds them under one of these names (torch's and torchdata's own, and ours).
+_SOURCE_ATTRIBUTES = ("source_datapipe", "datapipe")
+
+
+def sources_upstream(datapipe: object, limit: int = 32) -> Iterator[object]:
+    """The DataPipes feeding `datapipe` one after the other, nearest first, along the single source each
+    keeps (a zip or a mux ends the walk). Attribute reads only: unlike traverse_dps, it never pickles a
+    wrapped list of URLs."""
+    for _ in range(limit):
+        datapipe = next(
+            (getattr(datapipe, name) for name in _SOURCE_ATTRIBUTES if hasattr(datapipe, name)), None
+        )
+        if not isinstance(datapipe, (IterDataPipe, MapDataPipe)):
+            return
+        yield datapipe
