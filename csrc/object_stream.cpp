@@ -287,20 +287,21 @@ ObjectStream::ObjectStream(std::shared_ptr<S3Client> client, GetObjectRequest re
 }
 
 std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> client, GetObjectRequest request,
-                                                  uint8_t* whole_object_memory) {
+                                                  uint8_t* result_memory) {
     std::shared_ptr<ObjectStream> stream(new ObjectStream(std::move(client), std::move(request)));
     S3Client& s3 = *stream->client_;
     const GetObjectRequest& req = stream->request_;
     stream->shared_->part_bytes = stream->part_bytes();
-    if (whole_object_memory != nullptr) {
-        if (req.has_range || req.suffix_bytes != 0 || req.size_hint == 0 || req.size_hint > stream->part_bytes()) {
-            throw std::invalid_argument("whole_object_memory needs a whole-object GET of one part of known size");
+    if (result_memory != nullptr) {
+        const uint64_t length = req.expected_length();
+        if (length == 0 || length > stream->part_bytes()) {
+            throw std::invalid_argument("result_memory needs a GET of one part whose length is known");
         }
         // Set before the request exists: the first part's memory is asked for when its first body byte arrives.
         Shared& shared = *stream->shared_;
-        shared.landing = whole_object_memory;
-        shared.landing_first = 0;
-        shared.landing_end = req.size_hint;
+        shared.landing = result_memory;
+        shared.landing_first = req.has_range ? req.range_start : 0;
+        shared.landing_end = shared.landing_first + length;
         shared.landing_open = true;
     }
 
@@ -321,7 +322,7 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     message.describe(options);
     options.part_size = req.part_size_bytes;
     // A listing's size lets the CRT fetch an object that fits in one part with one GET sized to it (not a
-    // part-sized buffer for 110 kB); a wrong hint costs a retry with ranged GETs, never wrong bytes.
+    // part-sized buffer for 110 kB); a stale one costs the rest in ranged parts, never wrong bytes.
     if (req.size_hint != 0 && !req.has_range && req.suffix_bytes == 0) options.object_size_hint = &req.size_hint;
     options.headers_callback = on_headers;
     options.body_callback_ex = on_body;

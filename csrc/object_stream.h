@@ -36,19 +36,26 @@ struct GetObjectRequest {
     uint32_t timeout_ms = 0;       // longest wait for the next byte; 0: no limit
     uint64_t part_size_bytes = 0;  // 0: the client's part size
     uint64_t size_hint = 0;        // the object's size if known (a listing's); 0: unknown
+
+    // The bytes this GET delivers, if known before it starts: a range's length (fewer if the object ends
+    // first), or a whole object's listed size; 0 if unknown (a suffix, or no listing).
+    uint64_t expected_length() const {
+        if (suffix_bytes != 0) return 0;
+        return has_range ? range_end_inclusive - range_start + 1 : size_hint;
+    }
 };
 
 class ObjectStream {
 public:
     // Starts the GET immediately; returns without waiting for any byte.
     //
-    // `whole_object_memory`: for a GET of a whole object whose size the caller knows (request.size_hint bytes, no
-    // more than a part), memory for all of it. The object's one part is received straight there, as if land_in()
-    // had been called before the first byte, so a read_fully() into it from position 0 copies nothing. It must stay
-    // valid until stop_landing() returned true; land_in() is refused meanwhile. Bytes past the hint (the object
-    // grew after the listing) arrive in pool buffers as usual.
+    // `result_memory`: for a GET whose length the caller knows (request.expected_length(), no more than a part),
+    // memory for all of it. Its one part is received straight there, as if land_in() had been called before the
+    // first byte, so a read_fully() into it from position 0 copies nothing. It must stay valid until
+    // stop_landing() returned true; land_in() is refused meanwhile. Bytes past that length (an object that grew
+    // after its listing) arrive in pool buffers as usual.
     static std::shared_ptr<ObjectStream> start(std::shared_ptr<S3Client> client, GetObjectRequest request,
-                                               uint8_t* whole_object_memory = nullptr);
+                                               uint8_t* result_memory = nullptr);
     ~ObjectStream();
     ObjectStream(const ObjectStream&) = delete;
     ObjectStream& operator=(const ObjectStream&) = delete;

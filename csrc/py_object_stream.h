@@ -27,7 +27,7 @@ constexpr uint32_t kLandingPatienceMs = 60000;
 // Owns a block of memory handed out from a stream; Python reads it through the buffer protocol.
 struct Buffer {
     ObjectStream::Chunk chunk;
-    py::object owner;  // the bytes a borrowed chunk points into (PyObjectStream::whole_object_), else None
+    py::object owner;  // the bytes a borrowed chunk points into (PyObjectStream::whole_result_), else None
 };
 
 [[noreturn]] inline void raise_unsupported(const std::string& message) {
@@ -44,22 +44,23 @@ public:
         : stream_(std::move(stream)), name_(std::move(name)) {}
     PyObjectStream(PyObjectStream&&) = default;  // leaves the moved-from stream without a request to wind down
     ~PyObjectStream() {
-        // Dropped unclosed while its object is still landing: the memory must outlive every write into it.
-        if (stream_ && whole_object_ && stream_->usable_here() && !stop_whole_object_landing(true)) {
-            whole_object_.release();
+        // Dropped unclosed while its result is still landing: the memory must outlive every write into it.
+        if (stream_ && whole_result_ && stream_->usable_here() && !stop_whole_result_landing(true)) {
+            whole_result_.release();
         }
     }
 
-    // Starts `request` (its GET runs at once). An object of known size (a listing's) that fits in one part is
-    // received straight into the `bytes` that a read() of all of it then returns: its bytes are not copied in this
-    // process. Whatever else the reader does, they are read from there like any received bytes.
+    // Starts `request` (its GET runs at once). A GET of one part whose length is known (an object of listed size,
+    // a byte range) is received straight into the `bytes` that a read() of all of it then returns: its bytes are
+    // not copied in this process. Whatever else the reader does, they are read from there like any received bytes.
     static PyObjectStream start(std::shared_ptr<S3Client> client, GetObjectRequest request, std::string name) {
         const uint64_t part =
             request.part_size_bytes != 0 ? request.part_size_bytes : client->options().part_size_bytes;
+        const uint64_t length = request.expected_length();
         py::object whole;
         uint8_t* memory = nullptr;
-        if (request.size_hint != 0 && request.size_hint <= part && !request.has_range && request.suffix_bytes == 0) {
-            PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(request.size_hint));
+        if (length != 0 && length <= part) {
+            PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(length));
             if (raw == nullptr) throw py::error_already_set();
             whole = py::reinterpret_steal<py::object>(raw);
             memory = reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(raw));
@@ -70,7 +71,7 @@ public:
             stream = ObjectStream::start(std::move(client), std::move(request), memory);
         }
         PyObjectStream opened(std::move(stream), std::move(name));
-        opened.whole_object_ = std::move(whole);
+        opened.whole_result_ = std::move(whole);
         return opened;
     }
 
@@ -87,8 +88,8 @@ public:
         }
         Entry entry(*this);
         stream_->cancel();
-        if (whole_object_ && !stop_whole_object_landing(true)) whole_object_.release();  // never free it then
-        whole_object_ = py::object();
+        if (whole_result_ && !stop_whole_result_landing(true)) whole_result_.release();  // never free it then
+        whole_result_ = py::object();
         std::shared_ptr<ObjectStream> released = std::move(stream_);
         {
             GilRelease release;
@@ -195,9 +196,9 @@ public:
             remaining = stream_->wait_for_size() - stream_->position();
         }
         const uint64_t want = size < 0 ? remaining : std::min<uint64_t>(static_cast<uint64_t>(size), remaining);
-        if (whole_object_ && want == remaining && stream_->position() == 0 &&
-            want == static_cast<uint64_t>(PyBytes_GET_SIZE(whole_object_.ptr()))) {
-            return read_whole_object();
+        if (whole_result_ && want == remaining && stream_->position() == 0 &&
+            want == static_cast<uint64_t>(PyBytes_GET_SIZE(whole_result_.ptr()))) {
+            return read_whole_result();
         }
         PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(want));
         if (raw == nullptr) throw py::error_already_set();
@@ -314,7 +315,7 @@ public:
             buffer.chunk = stream_->take_chunk();
         }
         if (!buffer.chunk) return std::nullopt;
-        if (buffer.chunk.borrowed()) buffer.owner = whole_object_;  // the only memory chunks outside a read() borrow
+        if (buffer.chunk.borrowed()) buffer.owner = whole_result_;  // the only memory chunks outside a read() borrow
         return buffer;
     }
 
@@ -343,9 +344,9 @@ public:
     }
 
 private:
-    // read() of the whole object into the memory it was landing in since start(): hands over those very bytes.
-    py::bytes read_whole_object() {
-        py::object whole = std::move(whole_object_);  // never read or given out again, whatever happens
+    // read() of all the stream delivers into the memory it was landing in since start(): hands over those bytes.
+    py::bytes read_whole_result() {
+        py::object whole = std::move(whole_result_);  // never read or given out again, whatever happens
         uint8_t* dst = reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(whole.ptr()));
         const size_t want = static_cast<size_t>(PyBytes_GET_SIZE(whole.ptr()));
         size_t got = 0;
@@ -372,7 +373,7 @@ private:
     }
 
     // Ends the landing begun in start() (see ObjectStream::stop_landing), the GIL released while it waits.
-    bool stop_whole_object_landing(bool read_failed) {
+    bool stop_whole_result_landing(bool read_failed) {
         GilRelease release;
         return stream_->stop_landing(read_failed, kLandingPatienceMs);
     }
@@ -415,8 +416,8 @@ private:
     // Results of read() that chunks of the stream still point into (ObjectStream::holds_borrowed_bytes): let go
     // of after the stream (declared first, so destroyed last).
     py::list landed_results_;
-    // The object's memory from start() while it is still landing there (see start()); None otherwise.
-    py::object whole_object_;
+    // The result's memory from start() while the stream is still landing there (see start()); None otherwise.
+    py::object whole_result_;
     std::shared_ptr<ObjectStream> stream_;
     std::string name_;
     bool busy_ = false;

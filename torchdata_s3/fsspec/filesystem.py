@@ -380,7 +380,10 @@ class S3FileSystem(AbstractFileSystem):
             if isinstance(data, BaseException):
                 results.append(data)
                 continue
-            results.append(bytes(memoryview(data)[offset : offset + end - start]))
+            if offset == 0 and len(data) == end - start:
+                results.append(data)  # the span is this range alone: its bytes as read, not a copy
+            else:
+                results.append(bytes(memoryview(data)[offset : offset + end - start]))
         return results
 
     def cat(self, path: Any, recursive: bool = False, on_error: str = "raise", **kwargs: Any) -> Any:

@@ -1,7 +1,8 @@
-"""An object whose size a listing gave, no larger than a part, is received straight into the `bytes` that
-read() of all of it returns: its bytes are never copied in this process.
+"""A GET whose length is known before it starts (an object whose size a listing gave, a byte range), no larger
+than a part, is received straight into the `bytes` that read() of all of it returns: its bytes are never
+copied in this process.
 
-PyObjectStream.start / ObjectStream::start(whole_object_memory). The memory is lent to the CRT from the GET's
+PyObjectStream.start / ObjectStream::start(result_memory). The memory is lent to the CRT from the GET's
 start, so what must hold is about its life: every way of reading such a stream is exact, a Buffer from
 read_chunk() keeps the memory alive after the stream is gone, and a stream closed, dropped or failed while its
 object is still arriving never lets a CRT thread write into freed memory (the sanitizer run includes this
@@ -21,8 +22,9 @@ from torch.utils.data.datapipes.iter import IterableWrapper
 
 from tests.fault_proxy import Fault, FaultProxy, ProxiedRequest
 from tests.s3_server import MotoServer
-from torchdata_s3 import S3Config, S3FileLoader, S3NetworkError
+from torchdata_s3 import S3Client, S3Config, S3FileLoader, S3NetworkError
 from torchdata_s3.client import native_client
+from torchdata_s3.url import S3Url
 
 pytestmark = pytest.mark.integration
 
@@ -181,3 +183,30 @@ def test_a_landing_read_that_fails_raises_typed_and_the_client_reads_on(  # type
 
     proxy.forget_forced()
     assert {url: stream.read() for url, stream in load_prefix(bucket, config)} == listed
+
+
+@pytest.mark.parametrize(
+    ("first", "last"),
+    [
+        (0, 99),
+        (1000, 2 * MIB),
+        (0, PART - 1),  # a whole part
+        (3 * MIB, 3 * MIB + 999),  # past the object's end: the answer is shorter than the range
+        (0, PART),  # a byte more than a part: parts in pool buffers, as before
+    ],
+)
+def test_a_byte_range_of_one_part_is_received_into_the_bytes_read_returns(  # type: ignore[no-untyped-def]
+    boto_s3, bucket: str, first: int, last: int
+) -> None:
+    data = payload(21, PART + 3 * MIB + 7 if last >= PART - 1 else 3 * MIB + 7)
+    boto_s3.put_object(Bucket=bucket, Key="ranged", Body=data)
+    config = S3Config.resolve(part_size_bytes=PART)
+    client = native_client(config)
+    landed_before = client.landed_bytes
+
+    stream = S3Client(config).open_native(S3Url(bucket, "ranged"), byte_range=(first, last))
+
+    expected = data[first : last + 1]
+    assert stream.read(-1) == expected
+    if last - first < PART:  # (longer ranges: read() may land later parts itself, test_landing.py)
+        assert client.landed_bytes - landed_before == len(expected)
