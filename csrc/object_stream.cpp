@@ -293,10 +293,8 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     const GetObjectRequest& req = stream->request_;
     stream->shared_->part_bytes = stream->part_bytes();
     if (result_memory != nullptr) {
-        const uint64_t length = req.expected_length();
-        if (length == 0 || length > stream->part_bytes()) {
-            throw std::invalid_argument("result_memory needs a GET of one part whose length is known");
-        }
+        const uint64_t length = result_memory_length(s3, req);
+        if (length == 0) throw std::invalid_argument("result_memory needs a GET of one part whose length is known");
         // Set before the request exists: the first part's memory is asked for when its first body byte arrives.
         Shared& shared = *stream->shared_;
         shared.landing = result_memory;
@@ -342,6 +340,11 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     }
     stream->widen_window(req.window_bytes != 0 ? req.window_bytes : s3.options().read_window_bytes);
     return stream;
+}
+
+uint64_t ObjectStream::result_memory_length(const S3Client& client, const GetObjectRequest& request) {
+    const uint64_t length = request.expected_length();
+    return length <= part_bytes_of(client, request) ? length : 0;
 }
 
 void ObjectStream::widen_window(uint64_t window_bytes) {

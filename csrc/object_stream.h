@@ -56,6 +56,9 @@ public:
     // after its listing) arrive in pool buffers as usual.
     static std::shared_ptr<ObjectStream> start(std::shared_ptr<S3Client> client, GetObjectRequest request,
                                                uint8_t* result_memory = nullptr);
+    // The length of the result_memory start() takes for `request` on `client`: its expected_length() if that is
+    // known and at most a part, else 0 (start() then takes none).
+    static uint64_t result_memory_length(const S3Client& client, const GetObjectRequest& request);
     ~ObjectStream();
     ObjectStream(const ObjectStream&) = delete;
     ObjectStream& operator=(const ObjectStream&) = delete;
@@ -139,8 +142,9 @@ private:
     ObjectStream(std::shared_ptr<S3Client> client, GetObjectRequest request);
     bool advance();  // moves the next queued chunk into `current_`; false if none is queued
     void return_read_window(size_t bytes);
-    uint64_t part_bytes() const {
-        return request_.part_size_bytes != 0 ? request_.part_size_bytes : client_->options().part_size_bytes;
+    uint64_t part_bytes() const { return part_bytes_of(*client_, request_); }
+    static uint64_t part_bytes_of(const S3Client& client, const GetObjectRequest& request) {
+        return request.part_size_bytes != 0 ? request.part_size_bytes : client.options().part_size_bytes;
     }
     // Opens the CRT's window towards window_wanted_, as far as the node budget allows.
     void apply_window();

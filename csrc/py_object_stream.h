@@ -54,12 +54,10 @@ public:
     // a byte range) is received straight into the `bytes` that a read() of all of it then returns: its bytes are
     // not copied in this process. Whatever else the reader does, they are read from there like any received bytes.
     static PyObjectStream start(std::shared_ptr<S3Client> client, GetObjectRequest request, std::string name) {
-        const uint64_t part =
-            request.part_size_bytes != 0 ? request.part_size_bytes : client->options().part_size_bytes;
-        const uint64_t length = request.expected_length();
+        const uint64_t length = ObjectStream::result_memory_length(*client, request);
         py::object whole;
         uint8_t* memory = nullptr;
-        if (length != 0 && length <= part) {
+        if (length != 0) {
             PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(length));
             if (raw == nullptr) throw py::error_already_set();
             whole = py::reinterpret_steal<py::object>(raw);
