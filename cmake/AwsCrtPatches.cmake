@@ -887,3 +887,45 @@ static int s_response_body_append(struct aws_byte_buf *buf, const struct aws_byt
         return AWS_OP_SUCCESS;
     }
 ")
+
+# aws-c-io: a client socket is read at most 16 KiB per event-loop tick, then the read waits for the next tick.
+#
+# The socket handler of every client connection is created with g_aws_channel_max_fragment_size (16 KiB) as its
+# most bytes read per tick, and a tick that reads that much schedules another task to read on. A 64 MiB GET
+# part thus takes 4,096 ticks, each a task, a read() system call and a pass through the HTTP decoder and
+# aws-c-s3, where boto3 reads the same socket into its result with a few recv_into() calls of up to 1 MiB.
+# The fragment size also sizes TLS records and channel messages, so it stays; this gives client sockets a read
+# size of their own (aws_io_set_client_socket_read_size; 256 KiB by default). Over plain HTTP a body received in
+# place (see "read from the socket straight into its buffer" below) then takes one read() of up to that size;
+# reads into channel messages stay at most a message (16 KiB) each, but no longer wait a tick per 16 KiB.
+# Measured: docs/benchmarks.md, run 27.
+# Tests: every read test (digests of every byte), tests/integration/test_received_in_place.py.
+_crt_insert_after("aws-c-io/include/aws/io/channel.h"
+"extern AWS_IO_API size_t g_aws_channel_max_fragment_size;
+"
+"
+/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): the most bytes a client connection's socket handler reads
+ * per event-loop tick (connections made from then on). Returns the previous value; 0 leaves it unchanged. */
+AWS_IO_API size_t aws_io_set_client_socket_read_size(size_t bytes);
+")
+_crt_replace("aws-c-io/source/channel_bootstrap.c"
+"            connection_args->channel_data.socket,
+            socket_slot,
+            g_aws_channel_max_fragment_size);"
+"            connection_args->channel_data.socket,
+            socket_slot,
+            (size_t)aws_atomic_load_int(&s_client_socket_read_size)); /* torchdata_s3 addition */")
+_crt_insert_after("aws-c-io/source/channel_bootstrap.c"
+"#include <aws/io/socket_channel_handler.h>
+"
+"
+/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): see aws_io_set_client_socket_read_size. */
+#include <aws/common/atomics.h>
+static struct aws_atomic_var s_client_socket_read_size = AWS_ATOMIC_INIT_INT(256 * 1024);
+size_t aws_io_set_client_socket_read_size(size_t bytes) {
+    if (bytes == 0) {
+        return (size_t)aws_atomic_load_int(&s_client_socket_read_size);
+    }
+    return (size_t)aws_atomic_exchange_int(&s_client_socket_read_size, bytes);
+}
+")

@@ -2,6 +2,7 @@
 // objects. Failures reach Python through an error factory that the Python package installs, so the
 // mapping from S3 errors to exception classes stays Python policy.
 #include <aws/checksums/crc.h>
+#include <aws/io/channel.h>
 #include <aws/s3/s3_client.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -200,6 +201,9 @@ PYBIND11_MODULE(_core, m) {
           "GET body bytes read from the socket straight into their part buffers, over the process's life.");
     m.def("set_receive_in_place", &aws_s3_set_receive_in_place, py::arg("enabled"),
           "Process-wide: GET bodies received straight into part buffers (default) or copied out of messages.");
+    m.def("set_client_socket_read_size", &aws_io_set_client_socket_read_size, py::arg("bytes"),
+          "Process-wide: the most bytes a new connection's socket is read per event-loop tick; returns the old "
+          "value (0: only returns it).");
 
     py::class_<CompletionQueue, std::shared_ptr<CompletionQueue>>(
         m, "CompletionQueue", "Tags of finished requests, in the order they finished.")

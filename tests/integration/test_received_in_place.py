@@ -76,6 +76,29 @@ def test_a_small_object_is_received_in_place_after_its_head(boto_s3, bucket: str
     assert len(objects) * (size - 2048) <= in_place <= len(objects) * size
 
 
+@pytest.mark.parametrize("read_bytes", [4096, 16 * 1024, 4 * MIB])
+def test_every_socket_read_size_gives_every_byte(boto_s3, bucket: str, read_bytes: int) -> None:  # type: ignore[no-untyped-def]
+    """A client socket is read up to 256 KiB per event-loop tick (upstream: 16 KiB; the CRT patch "a client
+    socket is read at most 16 KiB per event-loop tick"). Below the 2 KiB a response's head is read in, at
+    upstream's size and far above a message: the same bytes, received in place or not, in pieces or whole."""
+    data = payload(seed=7)
+    small = payload(seed=8, size=110_000)
+    boto_s3.put_object(Bucket=bucket, Key="obj", Body=data)
+    boto_s3.put_object(Bucket=bucket, Key="small", Body=small)
+    previous = _core.set_client_socket_read_size(read_bytes)
+    try:
+        assert _core.set_client_socket_read_size(0) == read_bytes  # 0 only asks
+        # A client of its own, so that every connection it makes is made at this size.
+        config = S3Config.resolve(part_size_bytes=PART, max_connections=3 + read_bytes % 7)
+        before = _core.bytes_received_in_place()
+        assert read_in_pieces(f"s3://{bucket}/obj", config) == data
+        assert read_in_pieces(f"s3://{bucket}/small", config, piece=-1) == small
+        assert _core.bytes_received_in_place() - before >= (OBJECT_SIZE + len(small)) // 2
+    finally:
+        _core.set_client_socket_read_size(previous)
+    assert _core.set_client_socket_read_size(0) == previous
+
+
 def test_turned_off_every_byte_is_copied_as_upstream_does(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
     """The switch the benchmark's copying variant uses; also shows the counter above counts only this path."""
     data = payload(seed=4)

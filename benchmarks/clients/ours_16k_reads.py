@@ -1,0 +1,30 @@
+"""A variant of ours beside the headline figure: the same read(1 MiB) loop with each connection's socket read
+at most 16 KiB per event-loop tick, as upstream aws-c-io does (our CRT patch lets client sockets read 256 KiB;
+see cmake/AwsCrtPatches.cmake): what that patch saves, measured in the same run."""
+
+from __future__ import annotations
+
+from torchdata_s3 import _core
+
+from . import ours
+from .common import Context, Measurement
+
+NAME = "torchdata_s3-16k_reads"
+CONFIGURATION = (
+    "the same S3FileLoader and read(1 MiB) as torchdata_s3, sockets read 16 KiB per tick (upstream)"
+)
+UPSTREAM_SOCKET_READ_BYTES = 16 * 1024
+
+
+def _reading_16k(workload):  # type: ignore[no-untyped-def]
+    def measure(ctx: Context) -> Measurement:
+        # This measurement's own process, before its client makes any connection: nothing else sees it.
+        _core.set_client_socket_read_size(UPSTREAM_SOCKET_READ_BYTES)
+        return workload(ctx)
+
+    return measure
+
+
+large = _reading_16k(ours.large)
+small = _reading_16k(ours.small)
+whole = _reading_16k(ours.whole)
