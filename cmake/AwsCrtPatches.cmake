@@ -929,3 +929,153 @@ size_t aws_io_set_client_socket_read_size(size_t bytes) {
     return (size_t)aws_atomic_exchange_int(&s_client_socket_read_size, bytes);
 }
 ")
+
+# aws-c-s3: a GET part's body can be scattered over several places of the caller's, each read() result its own.
+#
+# A reader that reads a large object in pieces (`read(1 MiB)`: the loader's loop, torch.load's zip reader)
+# paid for every byte a copy out of the part's pool buffer into the `bytes` its read() returned, on its own
+# thread: 27% of that loop's CPU once the socket was read straight into the part buffers (perf, fast, 64 MiB
+# objects). A part holds 8 such results, so "land where the reader wants it" above, which gives a part one
+# place, cannot serve it. This lets the landing callback answer "scattered" (no memory, the part's length as
+# capacity): each place for the part's next bytes is then asked of a second callback, once per socket read
+# where the bytes are received in place and as often as needed where they are copied out of a message. The
+# part's pool buffer stays reserved and counts the bytes (its len), but is never written; the body delivered
+# for a scattered part points at it, and its caller takes the bytes from where it placed them. The places
+# are the caller's until the meta request finishes, as for a landing. Response checksums are never validated
+# on such a part (the delivery would read the pool buffer): asking for both is a caller's bug, fatal.
+# Measured: docs/benchmarks.md, run 27.
+# Tests: tests/integration/test_scattered_reads.py (in the sanitizer run).
+_crt_replace("aws-c-s3/include/aws/s3/s3_client.h"
+"struct aws_s3_meta_request_options {
+"
+"/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): where the body bytes of a scattered GET part go from
+ * object offset `offset` on: a non-owning buffer (allocator NULL, len 0) with the room there as capacity, at
+ * most `max_bytes`, valid until the meta request finishes; capacity 0 fails the part. A part is scattered when
+ * aws_s3_meta_request_part_landing_fn answered it with buffer NULL and a nonzero capacity. Called on the
+ * part's connection thread. */
+typedef struct aws_byte_buf(aws_s3_meta_request_part_scatter_fn)(
+    struct aws_s3_meta_request *meta_request,
+    uint64_t offset,
+    size_t max_bytes,
+    void *user_data);
+
+struct aws_s3_meta_request_options {
+")
+_crt_insert_after("aws-c-s3/include/aws/s3/s3_client.h"
+"    aws_s3_meta_request_part_landing_fn *part_landing_callback;
+"
+"
+    /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): see aws_s3_meta_request_part_scatter_fn. */
+    aws_s3_meta_request_part_scatter_fn *part_scatter_callback;
+")
+_crt_insert_after("aws-c-s3/include/aws/s3/private/s3_meta_request_impl.h"
+"    aws_s3_meta_request_part_landing_fn *part_landing_callback; /* torchdata_s3 addition */
+"
+"    aws_s3_meta_request_part_scatter_fn *part_scatter_callback; /* torchdata_s3 addition */
+")
+_crt_insert_after("aws-c-s3/source/s3_meta_request.c"
+"    meta_request->part_landing_callback = options->part_landing_callback; /* torchdata_s3 addition */
+"
+"    meta_request->part_scatter_callback = options->part_scatter_callback; /* torchdata_s3 addition */
+")
+_crt_insert_after("aws-c-s3/include/aws/s3/private/s3_request.h"
+"        struct aws_byte_buf response_body;
+"
+"
+        /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): this attempt's body is scattered (see
+         * aws_s3_meta_request_part_scatter_fn); scatter_next is the place last handed out for bytes read in
+         * place, NULL once they came. */
+        bool scattered;
+        uint8_t *scatter_next;
+")
+_crt_replace("aws-c-s3/source/s3_meta_request.c"
+"    if (landing.capacity != 0) {
+        AWS_FATAL_ASSERT(landing.allocator == NULL && landing.len == 0 && landing.buffer != NULL);
+        return landing;
+    }"
+"    if (landing.capacity != 0 && landing.buffer == NULL) {
+        /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): scattered. The pool buffer counts the bytes. */
+        AWS_FATAL_ASSERT(
+            meta_request->part_scatter_callback != NULL && landing.allocator == NULL && landing.len == 0 &&
+            !meta_request->checksum_config.validate_response_checksum);
+        request->send_data.scattered = true;
+        return aws_s3_buffer_ticket_claim(request->ticket);
+    }
+    if (landing.capacity != 0) {
+        AWS_FATAL_ASSERT(landing.allocator == NULL && landing.len == 0 && landing.buffer != NULL);
+        return landing;
+    }")
+_crt_replace("aws-c-s3/source/s3_meta_request.c"
+"    if (body->capacity == 0) {
+        *body = s_s3_part_body_buffer(meta_request, request);
+    }
+    if (body->allocator == NULL"
+"    if (body->capacity == 0) {
+        *body = s_s3_part_body_buffer(meta_request, request);
+    }
+    if (request->send_data.scattered) { /* torchdata_s3 addition: the caller's place for the next bytes */
+        request->send_data.scatter_next = NULL;
+        if (body->len < body->capacity) {
+            size_t room = body->capacity - body->len;
+            target = meta_request->part_scatter_callback(
+                meta_request, request->part_range_start + body->len, room, meta_request->user_data);
+            if (target.capacity == 0 || target.buffer == NULL || target.len != 0 || target.allocator != NULL) {
+                AWS_ZERO_STRUCT(target); /* read into a message; the append below asks again */
+                return target;
+            }
+            if (target.capacity > room) {
+                target.capacity = room;
+            }
+            request->send_data.scatter_next = target.buffer;
+        }
+        return target;
+    }
+    if (body->allocator == NULL")
+_crt_replace("aws-c-s3/source/s3_meta_request.c"
+"static int s_s3_meta_request_incoming_body(
+    struct aws_http_stream *stream,
+    const struct aws_byte_cursor *data,
+    void *user_data) {
+"
+"/* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): a scattered part's body bytes. Those read straight into
+ * the place last handed out are there already; others are copied to the places the caller gives for them. */
+static int s_scattered_body_append(
+    struct aws_s3_meta_request *meta_request,
+    struct aws_s3_request *request,
+    const struct aws_byte_cursor *data) {
+    struct aws_byte_buf *body = &request->send_data.response_body;
+    if (data->len > body->capacity - body->len) {
+        return aws_raise_error(AWS_ERROR_DEST_COPY_TOO_SMALL);
+    }
+    if (data->len != 0 && data->ptr == request->send_data.scatter_next) {
+        body->len += data->len;
+        request->send_data.scatter_next = NULL;
+        aws_atomic_fetch_add_explicit(&s_bytes_received_in_place, data->len, aws_memory_order_relaxed);
+        return AWS_OP_SUCCESS;
+    }
+    struct aws_byte_cursor rest = *data;
+    while (rest.len != 0) {
+        struct aws_byte_buf place = meta_request->part_scatter_callback(
+            meta_request, request->part_range_start + body->len, rest.len, meta_request->user_data);
+        if (place.capacity == 0 || place.buffer == NULL) {
+            return aws_raise_error(AWS_ERROR_DEST_COPY_TOO_SMALL);
+        }
+        size_t n = place.capacity < rest.len ? place.capacity : rest.len;
+        memcpy(place.buffer, rest.ptr, n);
+        aws_byte_cursor_advance(&rest, n);
+        body->len += n;
+    }
+    return AWS_OP_SUCCESS;
+}
+
+static int s_s3_meta_request_incoming_body(
+    struct aws_http_stream *stream,
+    const struct aws_byte_cursor *data,
+    void *user_data) {
+")
+_crt_replace("aws-c-s3/source/s3_meta_request.c"
+"    if (s_response_body_append(&request->send_data.response_body, data)) {
+"
+"    if (request->send_data.scattered ? s_scattered_body_append(meta_request, request, data) /* torchdata_s3 */
+                                     : s_response_body_append(&request->send_data.response_body, data)) {
+")

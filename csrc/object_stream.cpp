@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 
 #include "decimal.h"
@@ -58,6 +59,25 @@ struct ObjectStream::Shared : RequestState {
     uint64_t landing_end = 0;
     bool landing_open = false;
     bool landing_handed_out = false;  // some part was given that memory
+    // The reader's blocks (ObjectStream::scatter_into), in object order and contiguous, and the first offsets of
+    // the parts given them that were not delivered yet.
+    struct Block {
+        uint64_t first;
+        uint8_t* data;
+        size_t size;
+        uint64_t end() const { return first + size; }
+    };
+    std::deque<Block> blocks;
+    std::set<uint64_t> scattered_parts;  // a part's first byte can arrive before an earlier part's
+    bool blocks_handed_out = false;      // some part was given blocks
+    // The block holding object offset `offset`, or null.
+    const Block* block_at_locked(uint64_t offset) const {
+        auto after = std::upper_bound(blocks.begin(), blocks.end(), offset,
+                                      [](uint64_t value, const Block& block) { return value < block.first; });
+        if (after == blocks.begin()) return nullptr;
+        const Block& block = *(after - 1);
+        return offset < block.end() ? &block : nullptr;
+    }
     // Memory of its own size given to a part much smaller than its pool buffer (on_part_landing), until the
     // part's body is delivered: its chunk then owns it.
     std::deque<Chunk> own_landings;
@@ -126,6 +146,26 @@ int on_body_unguarded(const aws_byte_cursor* body, const aws_s3_meta_request_rec
         return aws_raise_error(AWS_ERROR_S3_CANCELED);
     }
     if (body->len == 0) return AWS_OP_SUCCESS;
+    if (shared->scattered_parts.count(info.range_start) != 0) {
+        // Received straight into the reader's blocks (on_part_scatter): a chunk per block, no copy. The pool
+        // buffer `body` points into only counted the bytes.
+        shared->scattered_parts.erase(info.range_start);
+        const uint64_t end = info.range_start + body->len;
+        for (uint64_t at = info.range_start; at < end;) {
+            const ObjectStream::Shared::Block* block = shared->block_at_locked(at);
+            if (block == nullptr) {  // never: blocks are forgotten only once every part over them was delivered
+                shared->fail_locked(
+                    shared->make_failure(RequestFailure::Kind::crt, "a scattered part lost its blocks"));
+                return aws_raise_error(AWS_ERROR_S3_CANCELED);
+            }
+            const size_t n = static_cast<size_t>(std::min(block->end(), end) - at);
+            shared->queue.push_back(borrow_bytes(block->data + (at - block->first), n));
+            at += n;
+        }
+        if (std::shared_ptr<S3Client> client = shared->client.lock()) client->count_landed_bytes(body->len);
+        shared->changed.notify_all();
+        return AWS_OP_SUCCESS;
+    }
     for (auto own = shared->own_landings.begin(); own != shared->own_landings.end(); ++own) {
         if (body->ptr >= own->data && body->ptr + body->len <= own->data + own->size) {
             // Received straight into memory of its own size (on_part_landing): the chunk keeps it, no copy.
@@ -167,7 +207,16 @@ aws_byte_buf on_part_landing_unguarded(uint64_t range_start, uint64_t range_end,
     aws_byte_buf memory = {};
     std::lock_guard<std::mutex> lock(shared->mutex);
     if (shared->failed || range_end < range_start) return memory;
+    shared->scattered_parts.erase(range_start);  // until this attempt is scattered: each delivers where it landed
     if (!shared->landing_open || range_start < shared->landing_first || range_start >= shared->landing_end) {
+        // The reader's blocks, if they cover the whole part: a retry of a part asks again, and gets them again.
+        const ObjectStream::Shared::Block* first = shared->block_at_locked(range_start);
+        if (first != nullptr && shared->blocks.back().end() > range_end) {
+            shared->scattered_parts.insert(range_start);
+            shared->blocks_handed_out = true;
+            memory.capacity = static_cast<size_t>(range_end - range_start + 1);  // no buffer: scattered
+            return memory;
+        }
         // No reader's memory for it. A body of less than half a part (a small object asked for before its size
         // was known, in a part-sized pool buffer) would be copied out of that buffer by on_body: it gets memory
         // of its own size instead. At most one part of a GET is that small (its only or its last), so a retry
@@ -198,6 +247,19 @@ aws_byte_buf on_part_landing(aws_s3_meta_request*, uint64_t range_start, uint64_
     } catch (const std::exception&) {
         return aws_byte_buf{};  // out of memory: the part's pool buffer, as without this callback
     }
+}
+
+// Asked on a scattered part's connection thread for each place its next bytes go (see on_part_landing).
+aws_byte_buf on_part_scatter(aws_s3_meta_request*, uint64_t offset, size_t max_bytes, void* user_data) {
+    ObjectStream::Shared* shared = shared_of(user_data);
+    aws_byte_buf place = {};
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    if (shared->failed) return place;  // fails the part: the stream hands out no further byte anyway
+    const ObjectStream::Shared::Block* block = shared->block_at_locked(offset);
+    if (block == nullptr) return place;
+    place.buffer = block->data + (offset - block->first);
+    place.capacity = static_cast<size_t>(std::min<uint64_t>(block->end() - offset, max_bytes));
+    return place;
 }
 
 void on_finish_unguarded(const aws_s3_meta_request_result* result, ObjectStream::Shared* shared) {
@@ -325,6 +387,7 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     options.headers_callback = on_headers;
     options.body_callback_ex = on_body;
     options.part_landing_callback = on_part_landing;
+    options.part_scatter_callback = on_part_scatter;
     options.finish_callback = on_finish;
     options.telemetry_callback = on_telemetry;
     stream->meta_.start(s3, options, stream->shared_);
@@ -442,6 +505,52 @@ bool ObjectStream::holds_borrowed_bytes() const {
         if (held.chunk.borrowed()) return true;
     }
     return false;
+}
+
+void ObjectStream::scatter_into(uint64_t first, uint8_t* data, size_t size) {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    const uint64_t end = shared_->blocks.empty() ? first : shared_->blocks.back().end();
+    if (first != end || size == 0) throw std::invalid_argument("blocks must follow one another");
+    shared_->blocks.push_back(Shared::Block{first, data, size});
+}
+
+uint64_t ObjectStream::scatter_end() const {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    return shared_->blocks.empty() ? 0 : shared_->blocks.back().end();
+}
+
+void ObjectStream::forget_blocks_below(uint64_t offset) {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    while (!shared_->blocks.empty() && shared_->blocks.front().end() <= offset) shared_->blocks.pop_front();
+}
+
+bool ObjectStream::take_block(const uint8_t* data, size_t size) {
+    const uint8_t* next;
+    size_t available;
+    while (!try_peek(&next, &available)) {
+        if (!wait_for_data()) return false;
+    }
+    if (current_offset_ != 0 || current_.data != data || current_.size != size) return false;
+    return_read_window(size);
+    hold(current_, position_);
+    position_ += size;
+    current_ = Chunk();
+    release_budget_if_all_read();
+    return true;
+}
+
+bool ObjectStream::stop_scattering(uint32_t patience_ms) {
+    bool handed_out;
+    {
+        std::lock_guard<std::mutex> lock(shared_->mutex);
+        shared_->blocks.clear();
+        handed_out = shared_->blocks_handed_out;
+    }
+    if (!handed_out) return true;
+    cancel();  // also drops every chunk pointing into a block
+    std::unique_lock<std::mutex> lock(shared_->mutex);
+    // The CRT reports a meta request finished only once none of its requests is in flight any more.
+    return shared_->finished || meta_.wait_patiently(lock, [this] { return shared_->finished; }, patience_ms);
 }
 
 void ObjectStream::cancel() {
@@ -572,6 +681,7 @@ void ObjectStream::release_budget_if_all_read() {
 }
 
 void ObjectStream::return_read_window(size_t bytes) {
+    returned_bytes_ += bytes;
     // Handing bytes back a whole chunk at a time keeps the CRT's locking off the per-line path; once the
     // body is complete, not at all (see widen_window).
     {

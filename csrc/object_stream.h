@@ -121,6 +121,29 @@ public:
     // Whether chunks still point into a caller's memory (land_in): the caller keeps it alive while they do.
     bool holds_borrowed_bytes() const;
 
+    // Scattering (cmake/AwsCrtPatches.cmake, "a GET part's body can be scattered"): `data`, the caller's memory
+    // for object bytes [first, first + size), where first == scatter_end() (blocks come in object order, each
+    // where the last one ended). A part not begun yet whose every byte is covered by blocks when its first
+    // byte arrives is received straight into them; its chunks then point into them, one per block. A block
+    // must stay valid until forget_blocks_below() passed it or stop_scattering() returned true.
+    void scatter_into(uint64_t first, uint8_t* data, size_t size);
+    uint64_t scatter_end() const;
+    // Blocks ending at or below `offset` (at most position(): every part over them was delivered) are given
+    // to no part any more.
+    void forget_blocks_below(uint64_t offset);
+    // If the next unread bytes are the whole block at `data` (one chunk of `size` bytes pointing at it), reads
+    // them as take_chunk() would and returns true; else reads nothing and returns false. Blocks like
+    // wait_for_data() until a chunk is there.
+    bool take_block(const uint8_t* data, size_t size);
+    // Gives no block to any further part and, if some part was given blocks, cancels the transfer and waits
+    // up to `patience_ms` for it to wind down. True when no CRT thread can still write into a block; false
+    // (the blocks must then never be freed) if the transfer would not end.
+    bool stop_scattering(uint32_t patience_ms);
+    // The object offset the CRT's read window reaches: a part starting below it may have begun.
+    uint64_t window_end() const { return window_bytes_ + returned_bytes_; }
+    uint64_t part_size() const { return part_bytes(); }
+    S3Client& client() const { return *client_; }
+
     // Lets the download run up to `window_bytes` ahead of the reader (never shrinks the window). With a node
     // budget (node_budget.h), only as far as the budget grants: the rest when bytes come back to it.
     void widen_window(uint64_t window_bytes);
@@ -173,8 +196,9 @@ private:
     GetObjectRequest request_;
     std::shared_ptr<Shared> shared_;
     MetaRequest meta_;
-    uint64_t window_bytes_ = 0;   // the read window granted so far
-    uint64_t window_wanted_ = 0;  // the read window asked for (more than granted while the budget is short)
+    uint64_t window_bytes_ = 0;    // the read window granted so far
+    uint64_t returned_bytes_ = 0;  // consumed bytes handed back to the read window (it slides by them)
+    uint64_t window_wanted_ = 0;   // the read window asked for (more than granted while the budget is short)
     // Of the client's node budget: what the window may buffer. Given back once the stream buffers nothing
     // more (its end, a failure, close).
     BudgetShare budget_;

@@ -10,6 +10,9 @@ void bind_object_stream(py::module_& m) {
         })
         .def("__len__", [](const Buffer& b) { return b.chunk.size; });
 
+    m.attr("MIN_SCATTERED_READ_BYTES") = kMinScatteredReadBytes;
+    m.def("set_scattered_reads", &ScatteredResults::set_enabled, py::arg("enabled"),
+          "Process-wide: parts of large objects received straight into read(n)'s results (default) or not.");
     py::class_<PyObjectStream>(m, "ObjectStream", "A binary, forward-only file object over one S3 GetObject.")
         .def_property_readonly("name", &PyObjectStream::name)
         .def_property_readonly("closed", &PyObjectStream::closed)
@@ -32,6 +35,8 @@ void bind_object_stream(py::module_& m) {
             "readinto1", [](PyObjectStream& s, const py::object& b) { return s.readinto(b, true); }, py::arg("buffer"))
         .def("readline", &PyObjectStream::readline, py::arg("size") = -1)
         .def("readlines", &PyObjectStream::readlines, py::arg("hint") = -1)
+        .def("take_landed", &PyObjectStream::take_landed, py::arg("size"),
+             "read(size) served without a copy by a result the download was received into, or None (nothing read).")
         .def("read_chunk", &PyObjectStream::read_chunk,
              "The next block of the object as a Buffer (no copy), or None at the end.")
         .def("__iter__", [](py::object self) { return self; })

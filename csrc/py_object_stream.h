@@ -13,6 +13,7 @@
 #include "fresh_memory.h"
 #include "gil_release.h"
 #include "object_stream.h"
+#include "scattered_results.h"
 #include "stream_reader.h"
 
 namespace torchdata_s3 {
@@ -48,6 +49,7 @@ public:
         if (stream_ && whole_result_ && stream_->usable_here() && !stop_whole_result_landing(true)) {
             whole_result_.release();
         }
+        if (stream_ && !scattered_.empty()) scattered_.drop(stream_->usable_here() && stop_scattering());
     }
 
     // Starts `request` (its GET runs at once). A GET of one part whose length is known (an object of listed size,
@@ -88,6 +90,7 @@ public:
         stream_->cancel();
         if (whole_result_ && !stop_whole_result_landing(true)) whole_result_.release();  // never free it then
         whole_result_ = py::object();
+        if (!scattered_.empty()) scattered_.drop(stop_scattering());
         std::shared_ptr<ObjectStream> released = std::move(stream_);
         {
             GilRelease release;
@@ -135,7 +138,19 @@ public:
 
     void widen_window(uint64_t window_bytes) {
         Entry entry(*this);
+        scattered_.plan(*stream_, window_bytes);  // before the parts it lets begin do begin
         stream_->widen_window(window_bytes);
+    }
+
+    // read(size) served by the planned result at the position, without copying (see scattered_results.h), or
+    // None (nothing read). Also tells the client the size its reader reads in.
+    py::object take_landed(uint64_t size) {
+        Entry entry(*this);
+        if (size >= kMinScatteredReadBytes) {
+            stream_->client().note_read_size(ScatteredResults::block_size_for(*stream_, size));
+        }
+        scattered_.plan(*stream_, size);
+        return scattered_.take(*stream_, size);
     }
 
     uint64_t tell() {
@@ -182,8 +197,13 @@ public:
 
     uint64_t skip_ahead(uint64_t count) {
         Entry entry(*this);
-        GilRelease release;
-        return skip(*stream_, count);
+        uint64_t skipped;
+        {
+            GilRelease release;
+            skipped = skip(*stream_, count);
+        }
+        scattered_.release_passed(*stream_);
+        return skipped;
     }
 
     py::bytes read(int64_t size) {
@@ -198,6 +218,7 @@ public:
             want == static_cast<uint64_t>(PyBytes_GET_SIZE(whole_result_.ptr()))) {
             return read_whole_result();
         }
+        Released passed(*this);
         PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(want));
         if (raw == nullptr) throw py::error_already_set();
         py::object bytes = py::reinterpret_steal<py::object>(raw);
@@ -239,6 +260,7 @@ public:
 
     py::bytes read1(int64_t size) {
         Entry entry(*this);
+        Released passed(*this);
         const uint8_t* data;
         size_t available;
         bool more;
@@ -257,6 +279,8 @@ public:
     size_t readinto(const py::object& target, bool one_call) {
         Entry entry(*this);
         WritableView view(target);
+        scattered_.plan(*stream_, view.size());
+        Released passed(*this);
         GilRelease release;
         return one_call ? read_available(*stream_, view.data(), view.size())
                         : read_fully(*stream_, view.data(), view.size());
@@ -279,6 +303,7 @@ public:
         }
         std::string line;
         {
+            Released passed(*this);
             GilRelease release;
             read_line(*stream_, &line, limit);
         }
@@ -308,12 +333,19 @@ public:
     std::optional<Buffer> read_chunk() {
         Entry entry(*this);
         Buffer buffer;
+        scattered_.plan(*stream_, stream_->part_size());
         {
             GilRelease release;
             buffer.chunk = stream_->take_chunk();
         }
         if (!buffer.chunk) return std::nullopt;
-        if (buffer.chunk.borrowed()) buffer.owner = whole_result_;  // the only memory chunks outside a read() borrow
+        // The only memory chunks outside a read() borrow: a planned result, or the one from start(). Found
+        // before the stream lets go of the results it has passed, this one among them.
+        if (buffer.chunk.borrowed()) {
+            buffer.owner = scattered_.owner_of(buffer.chunk.data);
+            if (buffer.owner.is_none()) buffer.owner = whole_result_;
+        }
+        scattered_.release_passed(*stream_);
         return buffer;
     }
 
@@ -337,6 +369,7 @@ public:
             raise_unsupported(name_ + " is a forward-only stream: cannot seek back from " + std::to_string(position) +
                               " to " + std::to_string(target) + ". Read it into io.BytesIO for random access.");
         }
+        Released passed(*this);
         GilRelease release;
         return position + skip(*stream_, static_cast<uint64_t>(target) - position);
     }
@@ -369,6 +402,27 @@ private:
         if (stream_->holds_borrowed_bytes()) landed_results_.append(whole);
         return py::reinterpret_steal<py::bytes>(whole.release());
     }
+
+    // Ends scattering into planned results (see ObjectStream::stop_scattering), the GIL released while it waits.
+    bool stop_scattering() {
+        GilRelease release;
+        return stream_->stop_scattering(kLandingPatienceMs);
+    }
+
+    // On leaving a reading call (its scope), lets go of the planned results the stream has passed: declared
+    // before the GilRelease of the call, so it runs with the GIL held again.
+    class Released {
+    public:
+        explicit Released(PyObjectStream& owner) : owner_(owner) {}
+        ~Released() {
+            if (owner_.stream_) owner_.scattered_.release_passed(*owner_.stream_);
+        }
+        Released(const Released&) = delete;
+        Released& operator=(const Released&) = delete;
+
+    private:
+        PyObjectStream& owner_;
+    };
 
     // Ends the landing begun in start() (see ObjectStream::stop_landing), the GIL released while it waits.
     bool stop_whole_result_landing(bool read_failed) {
@@ -416,6 +470,8 @@ private:
     py::list landed_results_;
     // The result's memory from start() while the stream is still landing there (see start()); None otherwise.
     py::object whole_result_;
+    // Results planned for the parts not begun yet, while the stream may still scatter parts over them.
+    ScatteredResults scattered_;
     std::shared_ptr<ObjectStream> stream_;
     std::string name_;
     bool busy_ = false;

@@ -116,6 +116,10 @@ public:
     // Bytes received straight into a reader's result, never held in a pool buffer (ObjectStream::land_in).
     void count_landed_bytes(uint64_t bytes) { landed_bytes_ += bytes; }
     uint64_t landed_bytes() const { return landed_bytes_.load(); }
+    // The size of the pieces readers of this client last read large objects in (0: none worth scattering
+    // parts over; see scattered_results.h). One per client: a loader's objects are read by one loop.
+    void note_read_size(uint64_t bytes) { read_size_bytes_ = bytes; }
+    uint64_t read_size_bytes() const { return read_size_bytes_.load(); }
     // Requests per second the client paces at after throttling; 0 while unpaced (or without adaptive_rate).
     double pacing_rate() const { return pacer_ ? pacer_->rate() : 0; }
     // The pacer, or null without adaptive_rate: requests consult it while they wait (meta_request.h).
@@ -132,6 +136,7 @@ private:
     std::atomic<uint64_t> pinned_pool_bytes_{0};
     uint64_t pool_pin_budget_ = 0;
     std::atomic<uint64_t> landed_bytes_{0};
+    std::atomic<uint64_t> read_size_bytes_{0};
     pid_t creator_pid_;
     aws_credentials_provider* credentials_ = nullptr;
     aws_tls_ctx* tls_ctx_ = nullptr;

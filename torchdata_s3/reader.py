@@ -245,6 +245,19 @@ class ObjectReader(io.RawIOBase):
             return got
 
     @_remembers_failure
+    def take_landed(self, size: int) -> Optional[bytes]:
+        """``read(size)`` at the position when the download was received straight into a result of that size
+        (no copy), else None and nothing read. Only on the GET read in order, once it is being read."""
+        self._check_open()
+        source = self._source
+        if source is None or source.done or not source.widened or source.position != self._pos:
+            return None
+        landed = source.stream.take_landed(size)
+        if landed is not None:
+            self._pos += len(landed)
+        return landed
+
+    @_remembers_failure
     def readall(self) -> bytes:
         self._check_open()
         parts: list[bytes] = []
@@ -539,6 +552,12 @@ class S3ObjectStream(io.BufferedReader):
 
     def read(self, size: Optional[int] = -1) -> bytes:
         """Up to ``size`` bytes (all that is left if ``size`` is negative or None)."""
+        if size is not None and size >= _core.MIN_SCATTERED_READ_BYTES and self.raw.tell() == self.tell():
+            # Nothing buffered here: the download may have been received straight into this read's result.
+            landed = self.raw.take_landed(size)
+            if landed is not None:
+                self.tell()  # BufferedReader caches the raw position for its seek fast path: show it moved
+                return landed
         if size is not None and size >= 0:
             known = self.raw.size_if_known
             if known is None or size < known - self.tell():

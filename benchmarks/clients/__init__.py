@@ -21,6 +21,7 @@ CLIENTS = {
     "torchdata_s3-lines": "ours_lines",
     "torchdata_s3-copy_out": "ours_copy_out",
     "torchdata_s3-16k_reads": "ours_16k_reads",  # sockets read as upstream aws-c-io does
+    "torchdata_s3-unscattered": "ours_unscattered",  # parts copied into read()'s results
     # The loader over the dataset's prefix: the listing's sizes let small objects land in read()'s result.
     "torchdata_s3-prefix": "ours_prefix",
     "torchdata_s3-open": "ours_open",  # upload-small one writer at a time, beside S3FileSaver
@@ -62,6 +63,7 @@ OURS_VARIANTS = (
     "torchdata_s3-lines",
     "torchdata_s3-copy_out",
     "torchdata_s3-16k_reads",
+    "torchdata_s3-unscattered",
     "torchdata_s3-prefix",
     "torchdata_s3-nocache",
     "torchdata_s3-open",

@@ -137,6 +137,10 @@ class CachedObjectReader(io.RawIOBase):
         if self._s3 is not None:
             self._s3.expect_read(end)
 
+    def take_landed(self, size: int) -> Optional[bytes]:
+        """ObjectReader.take_landed: bytes read from the cache file were never received into results."""
+        return None
+
     def readable(self) -> bool:
         return True
 
