@@ -72,6 +72,8 @@ public:
         }
         PyObjectStream opened(std::move(stream), std::move(name));
         opened.whole_result_ = std::move(whole);
+        // A larger object of listed size: its parts can be received into results from the first one on.
+        if (length == 0) opened.scattered_.plan(*opened.stream_, 0);
         return opened;
     }
 
@@ -214,6 +216,10 @@ public:
             remaining = stream_->wait_for_size() - stream_->position();
         }
         const uint64_t want = size < 0 ? remaining : std::min<uint64_t>(static_cast<uint64_t>(size), remaining);
+        if (want == remaining && stream_->position() == 0 && remaining > stream_->part_size()) {
+            // Readers of this client read large objects whole: results of pieces would only be copied from.
+            stream_->client().note_read_size(0);
+        }
         if (whole_result_ && want == remaining && stream_->position() == 0 &&
             want == static_cast<uint64_t>(PyBytes_GET_SIZE(whole_result_.ptr()))) {
             return read_whole_result();

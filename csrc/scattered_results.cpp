@@ -93,11 +93,13 @@ void ScatteredResults::plan(ObjectStream& stream, uint64_t ahead_bytes) {
     if (block == 0 || !enabled || request.has_range || request.suffix_bytes != 0)
         return;  // parts from offset 0 on only
     const uint64_t part = stream.part_size();
-    uint64_t size;
-    if (part % block != 0 || !stream.size_if_known(&size)) return;
+    uint64_t size = request.size_hint;  // a listing's, until the answer tells
+    if (part % block != 0 || (!stream.size_if_known(&size) && size == 0)) return;
     const auto part_end = [part](uint64_t offset) { return (offset + part - 1) / part * part; };
-    // A part starts once the window reaches its first byte: those below the window's end may have begun.
-    const uint64_t from = std::max(stream.scatter_end(), part_end(stream.window_end()));
+    // A part is received into blocks only if they are there when its first byte arrives; a part whose first
+    // byte came before leaves its blocks unwritten (they are reused once passed). Parts below the received
+    // bytes are done with.
+    const uint64_t from = std::max(stream.scatter_end(), part_end(stream.received_bytes()));
     const uint64_t until = std::min(size, part_end(stream.window_end() + ahead_bytes + part));
     for (uint64_t at = from; at < until;) {
         const uint64_t length = std::min(block, size - at);

@@ -34,9 +34,8 @@ public:
     // The read size to plan in, for a reader of `stream` that reads `size` bytes at a time (0: none).
     static uint64_t block_size_for(const ObjectStream& stream, uint64_t size);
 
-    // Plans blocks for every part of `stream` (a whole object of known size) that may begin before the reader
-    // has read `ahead_bytes` more or widened its window by that much. Parts that may have begun already are left
-    // as they are: a block lent to a part after its first byte would never be written.
+    // Plans blocks for every part of `stream` (a whole object of known size: listed, or answered) not received
+    // yet that may begin before the reader has read `ahead_bytes` more or widened its window by that much.
     void plan(ObjectStream& stream, uint64_t ahead_bytes);
 
     // The planned result that starts at the stream's position, if it is `size` bytes long (or the object's last,

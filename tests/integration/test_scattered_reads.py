@@ -89,6 +89,21 @@ def test_pieces_of_a_learned_size_are_received_into_their_results(objects: dict[
     assert all(len(piece) == PIECE for read in pieces.values() for piece in read[:-1])
 
 
+def test_a_listed_object_is_received_into_its_results_from_its_first_part(  # type: ignore[no-untyped-def]
+    objects: dict[str, bytes], bucket: str
+) -> None:
+    """A listing gives the size before the GET starts: every part can be planned, the first one too."""
+    config = config_of_its_own()
+    client = native_client(config)
+    taught(objects, config)
+    landed_before = client.landed_bytes
+
+    loaded = {url: in_pieces(stream) for url, stream in load([f"s3://{bucket}/big/"], config)}
+
+    assert {url: b"".join(read) for url, read in loaded.items()} == objects
+    assert client.landed_bytes - landed_before >= 0.9 * len(objects) * SIZE
+
+
 def test_results_never_change_after_they_are_handed_out(objects: dict[str, bytes]) -> None:
     """Results are reused once only their planner holds them: every one kept here must stay as it was read,
     and the hash each cached before it was let go must not follow a reused one."""
