@@ -117,8 +117,8 @@ public:
     void count_landed_bytes(uint64_t bytes) { landed_bytes_ += bytes; }
     uint64_t landed_bytes() const { return landed_bytes_.load(); }
     // The size of the pieces readers of this client last read large objects in (0: none worth scattering
-    // parts over, or read whole; see scattered_results.h). One per client: a loader's objects are read by one loop. Until
-    // a reader says otherwise, 1 MiB: the loader's read loop, and the buffer a BufferedReader over an
+    // parts over, or read whole; see scattered_results.h). One per client: a loader's objects are read by one loop.
+    // Until a reader says otherwise, 1 MiB: the loader's read loop, and the buffer a BufferedReader over an
     // S3ObjectStream fills. Planning from the first object on keeps its parts out of pool buffers: a pool
     // keeps the memory it touched, and blocks learned later would come on top of it (s3like, 16 x 64 MiB:
     // peak RSS growth 749 MiB learning, against 512 MiB without blocks).
