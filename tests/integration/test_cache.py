@@ -14,7 +14,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
@@ -60,12 +60,15 @@ def temp_files(cache_dir: Path) -> list[Path]:
     return sorted(p for p in (cache_dir / VERSION_DIR / "tmp").rglob("*") if p.is_file())
 
 
-def epoch(inputs: list[str], cache_dir: Path, **options: Any) -> dict[str, tuple[bytes, int, Any]]:
-    """Reads every object: ``{url: (bytes, bytes fetched from S3, stream type)}``."""
+def epoch(
+    inputs: list[str], cache_dir: Path, piece: Optional[int] = None, **options: Any
+) -> dict[str, tuple[bytes, int, Any]]:
+    """Reads every object, whole or in pieces of `piece` bytes: ``{url: (bytes, bytes fetched from S3, stream
+    type)}``."""
     options = {"part_size_bytes": PART, "retain_bytes": RETAIN, **options}
     results = {}
     for url, stream in S3FileLoader(IterableWrapper(inputs), cache_dir=str(cache_dir), **options):
-        data = stream.read()
+        data = stream.read() if piece is None else b"".join(iter(lambda: stream.read(piece), b""))
         results[url] = (data, stream.bytes_fetched, type(stream.file_obj))
         stream.close()
     return results
@@ -78,15 +81,19 @@ def entry_files(cache_dir: Path) -> list[Path]:
 SIZES = [1, 1000, PART - 1, PART + 1, 3 * PART + 5, RETAIN + 7, 3 * MiB + 1]
 
 
+# Pieces of a part: the parts are received straight into read()'s results, which must reach the cache too.
+@pytest.mark.parametrize("piece", [None, PART], ids=["whole", "pieces"])
 @pytest.mark.parametrize("listed", [True, False], ids=["listing", "urls"])
-def test_second_epoch_comes_from_disk_byte_exact(boto_s3, bucket: str, tmp_path: Path, listed: bool) -> None:  # type: ignore[no-untyped-def]
+def test_second_epoch_comes_from_disk_byte_exact(  # type: ignore[no-untyped-def]
+    boto_s3, bucket: str, tmp_path: Path, listed: bool, piece: Optional[int]
+) -> None:
     objects = put_dataset(boto_s3, bucket, SIZES)
     inputs = [f"s3://{bucket}/data/"] if listed else list(objects)
-    first = epoch(inputs, tmp_path)
+    first = epoch(inputs, tmp_path, piece)
     assert {url: got[0] for url, got in first.items()} == objects
     assert sum(got[1] for got in first.values()) >= sum(map(len, objects.values()))
     assert len(entry_files(tmp_path)) == len(objects)
-    second = epoch(inputs, tmp_path)
+    second = epoch(inputs, tmp_path, piece)
     assert {url: got[0] for url, got in second.items()} == objects
     assert all(got[1] == 0 for got in second.values()), "a cached object was fetched again"
     assert all(got[2] is S3ObjectStream for got in second.values())

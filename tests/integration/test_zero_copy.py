@@ -2,7 +2,9 @@
 
 A chunk from ``read_chunk()`` points into the CRT's part buffer and holds it (and its client) alive. These
 tests check the lifetimes (chunks outliving streams, loaders and the client cache), that every pinned byte
-is given back, and that a reader hoarding chunks gets copies beyond the pin budget instead of a hang.
+is given back, and that a reader hoarding chunks gets copies beyond the pin budget instead of a hang. The
+tests of pool pinning turn off scattering parts over read() results (csrc/scattered_results.h), whose chunks
+point into those results instead (tests/integration/test_scattered_reads.py).
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ from __future__ import annotations
 import gc
 import hashlib
 import random
+from collections.abc import Iterator
 
 import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
-from torchdata_s3 import S3Config, S3FileLoader
+from torchdata_s3 import S3Config, S3FileLoader, _core
 from torchdata_s3.client import _forget_native_clients, native_client
 
 pytestmark = pytest.mark.integration
@@ -25,6 +28,16 @@ PART = 1 * MiB
 
 def payload(size: int, seed: int) -> bytes:
     return random.Random(seed).randbytes(size)
+
+
+@pytest.fixture
+def unscattered() -> Iterator[None]:
+    """Every part after an object's first in a pool buffer, as before parts were scattered over results."""
+    _core.set_scattered_reads(False)
+    try:
+        yield
+    finally:
+        _core.set_scattered_reads(True)
 
 
 def read_all_chunks(stream) -> list:  # type: ignore[no-untyped-def]
@@ -50,6 +63,7 @@ def test_chunks_outlive_their_stream_loader_and_client(boto_s3, bucket: str) -> 
     assert b"".join(bytes(memoryview(c)) for c in chunks) == data
 
 
+@pytest.mark.usefixtures("unscattered")
 def test_every_pinned_byte_is_given_back(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
     data = payload(6 * PART, seed=2)
     boto_s3.put_object(Bucket=bucket, Key="obj", Body=data)
@@ -85,6 +99,7 @@ def test_a_stream_dropped_unread_gives_back_its_parts(boto_s3, bucket: str) -> N
     assert client.pinned_pool_bytes == 0
 
 
+@pytest.mark.usefixtures("unscattered")
 def test_a_reader_hoarding_chunks_gets_copies_beyond_the_pin_budget(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
     # The smallest pool the CRT accepts (256 MiB, of which it reserves 128 MiB) lends at most half of the
     # rest to readers; a reader keeping more than that must neither hang (waiting for pool memory it holds

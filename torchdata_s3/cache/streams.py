@@ -49,6 +49,13 @@ class WriteThroughReader(ObjectReader):
         self._record(start, memoryview(data))
         return data
 
+    def take_landed(self, size: int) -> Optional[bytes]:
+        start = self.tell()
+        landed = super().take_landed(size)
+        if landed is not None:
+            self._record(start, memoryview(landed))
+        return landed
+
     def read_chunk(self) -> Optional[Union[_core.Buffer, bytes]]:
         start = self.tell()
         chunk = super().read_chunk()
