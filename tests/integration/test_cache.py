@@ -4,6 +4,7 @@ no."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -68,7 +69,7 @@ def epoch(
     options = {"part_size_bytes": PART, "retain_bytes": RETAIN, **options}
     results = {}
     for url, stream in S3FileLoader(IterableWrapper(inputs), cache_dir=str(cache_dir), **options):
-        data = stream.read() if piece is None else b"".join(iter(lambda: stream.read(piece), b""))
+        data = stream.read() if piece is None else b"".join(iter(functools.partial(stream.read, piece), b""))
         results[url] = (data, stream.bytes_fetched, type(stream.file_obj))
         stream.close()
     return results
