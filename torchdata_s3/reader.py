@@ -8,7 +8,8 @@ positions, what to keep and when to fetch again is made here.
 Where the bytes for a read at position ``p`` come from, in order:
 
 1. The current GET, when ``p`` is where it stands: the common, sequential case, one copy into the caller's
-   buffer.
+   buffer; none for ``read(n)`` in pieces of a size the download was received into (``take_landed``,
+   csrc/scattered_results.h).
 2. Bytes the current GET already delivered and still holds: an object up to ``retain_bytes`` is held whole
    once read (any seek, any number of times, one GET); a larger one holds the last part it read.
 3. Further along the current GET: a forward seek skips ahead when the bytes are already (or nearly) there,
