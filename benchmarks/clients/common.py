@@ -345,3 +345,17 @@ def gil_pace(read_objects: Callable[[Context], Measurement]) -> Callable[[Contex
         return measurement
 
     return measure
+
+
+def after_switch(
+    switch: Callable[[], object], workload: Callable[[Context], Measurement]
+) -> Callable[[Context], Measurement]:
+    """`workload`, measured after `switch()` turned one of our process-wide mechanisms off: the variants of
+    ours that show what a mechanism saves in the same run. Each measurement is a process of its own, so
+    nothing else sees the switch; it is thrown before the client makes any connection."""
+
+    def measure(ctx: Context) -> Measurement:
+        switch()
+        return workload(ctx)
+
+    return measure

@@ -7,7 +7,7 @@ from __future__ import annotations
 from torchdata_s3 import _core
 
 from . import ours
-from .common import Context, Measurement
+from .common import after_switch
 
 NAME = "torchdata_s3-16k_reads"
 CONFIGURATION = (
@@ -16,15 +16,10 @@ CONFIGURATION = (
 UPSTREAM_SOCKET_READ_BYTES = 16 * 1024
 
 
-def _reading_16k(workload):  # type: ignore[no-untyped-def]
-    def measure(ctx: Context) -> Measurement:
-        # This measurement's own process, before its client makes any connection: nothing else sees it.
-        _core.set_client_socket_read_size(UPSTREAM_SOCKET_READ_BYTES)
-        return workload(ctx)
-
-    return measure
+def _switch() -> None:
+    _core.set_client_socket_read_size(UPSTREAM_SOCKET_READ_BYTES)
 
 
-large = _reading_16k(ours.large)
-small = _reading_16k(ours.small)
-whole = _reading_16k(ours.whole)
+large = after_switch(_switch, ours.large)
+small = after_switch(_switch, ours.small)
+whole = after_switch(_switch, ours.whole)

@@ -7,20 +7,16 @@ from __future__ import annotations
 from torchdata_s3 import _core
 
 from . import ours
-from .common import Context, Measurement
+from .common import after_switch
 
 NAME = "torchdata_s3-copy_out"
 CONFIGURATION = "the same S3FileLoader and read(1 MiB) as torchdata_s3, receiving in place off"
 
 
-def _copying(workload):  # type: ignore[no-untyped-def]
-    def measure(ctx: Context) -> Measurement:
-        _core.set_receive_in_place(False)  # this measurement's own process: nothing else sees it
-        return workload(ctx)
-
-    return measure
+def _switch() -> None:
+    _core.set_receive_in_place(False)
 
 
-large = _copying(ours.large)
-small = _copying(ours.small)
-whole = _copying(ours.whole)
+large = after_switch(_switch, ours.large)
+small = after_switch(_switch, ours.small)
+whole = after_switch(_switch, ours.whole)
