@@ -122,12 +122,14 @@ py::object ScatteredResults::take(ObjectStream& stream, uint64_t size) {
     if (length != size && !(length < size && position + length == object_size)) return py::none();
     py::object result = found->bytes;  // the caller's reference; ours goes once the stream is past it
     const uint8_t* data = reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(result.ptr()));
+    bool taken;
     {
-        GilRelease release;
-        if (!stream.take_block(data, static_cast<size_t>(length))) return py::none();
+        GilRelease release;  // nothing of Python in here, not even None
+        taken = stream.take_block(data, static_cast<size_t>(length));
         // Reading to the end also confirms the transfer finished cleanly before we hand out the bytes.
-        if (position + length == object_size) stream.wait_for_data();
+        if (taken && position + length == object_size) stream.wait_for_data();
     }
+    if (!taken) return py::none();
     release_passed(stream);
     return result;
 }
