@@ -79,7 +79,7 @@ def test_a_small_object_is_received_in_place_after_its_head(boto_s3, bucket: str
 @pytest.mark.parametrize("read_bytes", [4096, 16 * 1024, 4 * MIB])
 def test_every_socket_read_size_gives_every_byte(boto_s3, bucket: str, read_bytes: int) -> None:  # type: ignore[no-untyped-def]
     """A client socket is read up to 256 KiB per event-loop tick (upstream: 16 KiB; the CRT patch "a client
-    socket is read at most 16 KiB per event-loop tick"). Below the 2 KiB a response's head is read in, at
+    socket's read size per event-loop tick is the channel fragment size"). Below the 2 KiB a head comes in, at
     upstream's size and far above a message: the same bytes, received in place or not, in pieces or whole."""
     data = payload(seed=7)
     small = payload(seed=8, size=110_000)
