@@ -18,10 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "fork_safe_mutex.h"
+
 namespace torchdata_s3 {
 namespace {
 
-std::mutex g_runtime_mutex;
+ForkSafeMutex g_runtime_mutex;
 std::shared_ptr<CrtRuntime> g_runtime;  // guarded by g_runtime_mutex
 pid_t g_runtime_pid = 0;
 
@@ -74,7 +76,7 @@ aws_logger g_credential_safe_logger = {&g_credential_safe_vtable, nullptr, nullp
 }  // namespace
 
 std::shared_ptr<CrtRuntime> CrtRuntime::for_this_process(uint16_t event_loop_threads) {
-    std::lock_guard<std::mutex> lock(g_runtime_mutex);
+    std::lock_guard<ForkSafeMutex> lock(g_runtime_mutex);
     const pid_t pid = getpid();
     if (g_runtime && g_runtime_pid != pid) {
         // Inherited across fork: its event-loop threads do not exist here. Keep one reference forever so

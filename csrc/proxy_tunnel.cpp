@@ -6,10 +6,12 @@
 
 #include <mutex>
 
+#include "fork_safe_mutex.h"
+
 namespace torchdata_s3 {
 namespace {
 
-std::mutex g_latest_mutex;
+ForkSafeMutex g_latest_mutex;
 ProxyRefusal g_latest;  // guarded by g_latest_mutex
 
 struct WatchedStrategy {
@@ -91,7 +93,7 @@ void ProxyWatch::record_connect_status(int status) {
         return;
     }
     {
-        std::lock_guard<std::mutex> lock(g_latest_mutex);
+        std::lock_guard<ForkSafeMutex> lock(g_latest_mutex);
         g_latest = ProxyRefusal{proxy_, status};
     }
     // Credentials refused or missing, or a destination the proxy will not reach for us: the same answer to
@@ -102,7 +104,7 @@ void ProxyWatch::record_connect_status(int status) {
 }
 
 ProxyRefusal latest_proxy_refusal() {
-    std::lock_guard<std::mutex> lock(g_latest_mutex);
+    std::lock_guard<ForkSafeMutex> lock(g_latest_mutex);
     return g_latest;
 }
 

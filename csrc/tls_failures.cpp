@@ -5,6 +5,8 @@
 
 #include <mutex>
 
+#include "fork_safe_mutex.h"
+
 // s2n's blinding delay, and why it applies after the handshake only.
 //
 // When s2n rejects what the peer sent, it picks a delay, uniform in 10-30 s by default, and aws-c-io holds the
@@ -28,7 +30,7 @@
 namespace torchdata_s3 {
 namespace {
 
-std::mutex g_latest_mutex;
+ForkSafeMutex g_latest_mutex;
 TlsHandshakeFailure g_latest;  // guarded by g_latest_mutex
 
 // s2n's protocol errors (bad certificate, unexpected bytes) and the peer's fatal alerts come from what the
@@ -70,7 +72,7 @@ void TlsHandshakeWatch::record_not_tls(const std::string& first_bytes) {
 
 void TlsHandshakeWatch::record_failure(TlsHandshakeFailure failure, bool permanent) {
     {
-        std::lock_guard<std::mutex> lock(g_latest_mutex);
+        std::lock_guard<ForkSafeMutex> lock(g_latest_mutex);
         g_latest = std::move(failure);
     }
     // Set after the record, and before aws-c-io reports the failure to the S3 client (which then asks the
@@ -79,7 +81,7 @@ void TlsHandshakeWatch::record_failure(TlsHandshakeFailure failure, bool permane
 }
 
 TlsHandshakeFailure latest_tls_handshake_failure() {
-    std::lock_guard<std::mutex> lock(g_latest_mutex);
+    std::lock_guard<ForkSafeMutex> lock(g_latest_mutex);
     return g_latest;
 }
 

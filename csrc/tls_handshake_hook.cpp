@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "fork_safe_mutex.h"
 #include "tls_failures.h"
 
 // The originals, which the linker makes available under these names (--wrap, CMakeLists.txt).
@@ -20,11 +21,11 @@ int __real_aws_channel_setup_client_tls(aws_channel_slot* right_of_slot, aws_tls
 namespace torchdata_s3 {
 namespace {
 
-std::mutex g_watches_mutex;
+ForkSafeMutex g_watches_mutex;
 std::unordered_map<const aws_tls_ctx*, TlsHandshakeWatch*> g_watches;  // guarded by g_watches_mutex
 
 TlsHandshakeWatch* watch_of(const aws_tls_ctx* ctx) {
-    std::lock_guard<std::mutex> lock(g_watches_mutex);
+    std::lock_guard<ForkSafeMutex> lock(g_watches_mutex);
     auto found = g_watches.find(ctx);
     return found == g_watches.end() ? nullptr : found->second;
 }
@@ -120,12 +121,12 @@ void install(WatchedHandshake* record, aws_channel_handler* handler) {
 }  // namespace
 
 void watch_tls_context(aws_tls_ctx* ctx, TlsHandshakeWatch* watch) {
-    std::lock_guard<std::mutex> lock(g_watches_mutex);
+    std::lock_guard<ForkSafeMutex> lock(g_watches_mutex);
     g_watches[ctx] = watch;
 }
 
 void forget_tls_context(aws_tls_ctx* ctx) {
-    std::lock_guard<std::mutex> lock(g_watches_mutex);
+    std::lock_guard<ForkSafeMutex> lock(g_watches_mutex);
     g_watches.erase(ctx);
 }
 

@@ -53,7 +53,15 @@ def _forget_native_clients() -> None:
     _native_generation += 1
 
 
-os.register_at_fork(after_in_child=_forget_native_clients)
+def _after_fork_in_child() -> None:
+    # Another thread of the parent may have held the lock at the fork (it is held while a native client is
+    # made, GIL released): the child's copy would stay held forever, and its first request would hang.
+    global _native_clients_lock
+    _native_clients_lock = threading.Lock()
+    _forget_native_clients()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @functools.lru_cache(maxsize=64)

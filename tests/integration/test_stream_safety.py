@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+import hashlib
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from torchdata_s3 import S3Client
 pytestmark = pytest.mark.integration
 
 DATA = bytes(range(256)) * 64  # 16 KiB
+MiB = 1 << 20
 
 
 @pytest.fixture
@@ -89,6 +91,64 @@ def test_stream_inherited_by_a_fork_child_refuses_to_read(url: str) -> None:
         """
     )
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+def test_fork_children_read_while_other_threads_make_clients_and_read(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    # A DataLoader forks its workers whenever the main thread gets there, whatever other threads of the parent
+    # are doing. fork() copies the forking thread only: a lock another thread held at that moment (the client
+    # table's, held while a native client is made with the GIL released; the CRT runtime's) would stay held in
+    # the child forever, and the child's first request would hang. Here two threads keep making clients (of
+    # distinct part sizes, so the table also evicts and releases them) and reading while the main thread
+    # forks children that each make a client of their own and read a whole object.
+    body = os.urandom(11 * MiB)
+    boto_s3.put_object(Bucket=bucket, Key="big", Body=body)
+    url = f"s3://{bucket}/big"
+    result = run_python(
+        f"""
+        import hashlib, os, random, threading, time
+        from torchdata_s3 import S3Client, S3Config
+        MiB = 1 << 20
+        url, expected = {url!r}, {hashlib.sha256(body).hexdigest()!r}
+        stop = threading.Event()
+        def churn(seed):
+            n = seed
+            while not stop.is_set():
+                n += 1
+                client = S3Client(S3Config.resolve(part_size_bytes=(5 + n % 11) * MiB))
+                with client.open(url) as stream:
+                    while stream.read(MiB):
+                        pass
+        threads = [threading.Thread(target=churn, args=(seed,), daemon=True) for seed in (0, 5)]
+        for thread in threads:
+            thread.start()
+        for fork in range(20):
+            time.sleep(random.random() * 0.05)
+            pid = os.fork()
+            if pid == 0:
+                data = S3Client(S3Config.resolve(part_size_bytes=5 * MiB)).open(url).read()
+                os._exit(0 if hashlib.sha256(data).hexdigest() == expected else 3)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                time.sleep(0.01)
+            else:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                print(f"child {{fork}} hung")
+                break
+            if os.waitstatus_to_exitcode(status) != 0:
+                print(f"child {{fork}} failed: {{status}}")
+                break
+        else:
+            print("ok")
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+        """
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", (result.stdout, result.stderr[-3000:])
 
 
 def test_interpreter_exits_cleanly_with_a_daemon_thread_mid_read(url: str) -> None:

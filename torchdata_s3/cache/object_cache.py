@@ -71,7 +71,10 @@ _caches_lock = threading.Lock()
 
 
 def _forget_caches() -> None:
-    # A fork child counts its own hits; the parent's unflushed counts stay the parent's.
+    # A fork child counts its own hits; the parent's unflushed counts stay the parent's. The lock may have
+    # been held by another thread of the parent at the fork (it is held while a cache directory is opened).
+    global _caches_lock
+    _caches_lock = threading.Lock()
     _caches.clear()
 
 
