@@ -490,13 +490,13 @@ bool ObjectStream::stop_landing(bool read_failed, uint32_t patience_ms) {
     lock.lock();
     // The CRT reports a meta request finished only once none of its requests is in flight any more. (A read
     // that did not fail got every byte and saw the transfer finish.)
-    if (!shared_->landing_handed_out || shared_->finished) {
-        shared_->landing = nullptr;
-        return true;
-    }
-    if (!meta_.wait_patiently(lock, [this] { return shared_->finished; }, patience_ms)) return false;
+    if (shared_->landing_handed_out && !wait_until_finished(lock, patience_ms)) return false;
     shared_->landing = nullptr;
     return true;
+}
+
+bool ObjectStream::wait_until_finished(std::unique_lock<std::mutex>& lock, uint32_t patience_ms) {
+    return shared_->finished || meta_.wait_patiently(lock, [this] { return shared_->finished; }, patience_ms);
 }
 
 bool ObjectStream::holds_borrowed_bytes() const {
@@ -531,11 +531,7 @@ bool ObjectStream::take_block(const uint8_t* data, size_t size) {
         if (!wait_for_data()) return false;
     }
     if (current_offset_ != 0 || current_.data != data || current_.size != size) return false;
-    return_read_window(size);
-    hold(current_, position_);
-    position_ += size;
-    current_ = Chunk();
-    release_budget_if_all_read();
+    pass_current(size, size);
     return true;
 }
 
@@ -549,8 +545,7 @@ bool ObjectStream::stop_scattering(uint32_t patience_ms) {
     if (!handed_out) return true;
     cancel();  // also drops every chunk pointing into a block
     std::unique_lock<std::mutex> lock(shared_->mutex);
-    // The CRT reports a meta request finished only once none of its requests is in flight any more.
-    return shared_->finished || meta_.wait_patiently(lock, [this] { return shared_->finished; }, patience_ms);
+    return wait_until_finished(lock, patience_ms);
 }
 
 void ObjectStream::cancel() {
@@ -755,13 +750,17 @@ ObjectStream::Chunk ObjectStream::take_chunk() {
         taken.data += current_offset_;
         taken.size -= current_offset_;
     }
+    pass_current(chunk_size, taken.size);
+    return taken;
+}
+
+void ObjectStream::pass_current(size_t chunk_size, size_t passed) {
     return_read_window(chunk_size);
-    hold(current_, position_ - current_offset_);
-    position_ += taken.size;
+    hold(current_, position_ - current_offset_);  // nothing, if the chunk itself was handed out
+    position_ += passed;
     current_ = Chunk();
     current_offset_ = 0;
     release_budget_if_all_read();
-    return taken;
 }
 
 void ObjectStream::wait_for_placement(uint64_t* first_offset, uint64_t* object_size) {

@@ -187,6 +187,12 @@ private:
     }
     // The chunk being read is done with: back to the read window, and into the retained chunks if enabled.
     void release_current();
+    // The chunk being read was handed out from the current offset to its end (`passed` bytes; the chunk was
+    // `chunk_size` long): as release_current, and the position moves past it.
+    void pass_current(size_t chunk_size, size_t passed);
+    // Waits (lock held) until the CRT reports the transfer finished: nothing of it runs any more, so memory
+    // it was lent may go. False if it did not finish within `patience_ms` (the memory must then be leaked).
+    bool wait_until_finished(std::unique_lock<std::mutex>& lock, uint32_t patience_ms);
     void hold(const Chunk& chunk, uint64_t start);
     void trim_held();
     // Replaces retained chunks that borrow the caller's memory (land_in) with one copy of their own.
