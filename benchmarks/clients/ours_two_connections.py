@@ -1,7 +1,8 @@
-"""A variant of ours beside the headline figure: the same read loops with the client capped at two connections
-(``S3Config(max_connections=2)``). The CRT sizes its connection pool for a far endpoint (S3 gives about 0.1 GB/s
-per connection); a near one gives GB/s per connection, and a stream spread over 8-16 of them pays more CPU per
-byte for it (smaller socket reads, more wake-ups, more ACKs to send). What the cap is worth, in the same run."""
+"""A variant of ours beside the headline figure: the same read loops with the client capped at two
+connections (``S3Config(max_connections=2)``). The CRT sizes its connection pool for a far endpoint (S3 gives
+about 0.1 GB/s per connection); a near one gives GB/s per connection, and a stream spread over 8-16 of them
+pays more CPU per byte for it (smaller socket reads, more wake-ups, more ACKs to send). What the cap is worth,
+in the same run."""
 
 from __future__ import annotations
 
