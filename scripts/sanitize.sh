@@ -84,6 +84,12 @@ subset=(
     tests/unit/test_node_budget.py
     tests/integration/test_node_budget.py
 )
+# Runs in every other test run, never here: ASan's own allocator is not fork-safe. A child forked while another
+# thread of the parent held the allocator's size-class lock waits for it forever (seen in this test under ASan:
+# every thread of the hung child in SizeClassAllocator64::GetFromAllocator), whatever our code does.
+not_under_asan=(
+    --deselect tests/integration/test_stream_safety.py::test_fork_children_read_while_other_threads_make_clients_and_read
+)
 
 step "compiler"
 if ! command -v gcc >/dev/null || ! command -v g++ >/dev/null; then
@@ -165,7 +171,7 @@ tests_status=0
 # shellcheck source=scripts/pytest-processes.sh
 source scripts/pytest-processes.sh
 sanitized -m pytest --rootdir="$out/view" -c "$out/view/pyproject.toml" -p no:cacheprovider \
-    "${pytest_process_args[@]}" --durations=5 "$@" || tests_status=$?
+    "${pytest_process_args[@]}" "${not_under_asan[@]}" --durations=5 "$@" || tests_status=$?
 
 # What scripts/fuzz.sh's coverage-guided run kept, replayed under the sanitizers; then blind fuzzing of the
 # native parser (the URL target's only native code is the key encoding, which the replay covers).
