@@ -6,6 +6,7 @@
 #include <aws/io/channel_bootstrap.h>
 #include <aws/io/event_loop.h>
 #include <aws/io/host_resolver.h>
+#include <aws/io/tls_channel_handler.h>
 #include <aws/s3/s3.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -139,8 +140,19 @@ CrtRuntime::CrtRuntime(uint16_t event_loop_threads) : creator_pid_(getpid()), al
     if (!bootstrap_) throw_last_crt_error("creating the CRT client bootstrap");
 }
 
+aws_tls_ctx* CrtRuntime::credentials_tls_context() {
+    std::call_once(credentials_tls_once_, [this] {
+        aws_tls_ctx_options options;
+        aws_tls_ctx_options_init_default_client(&options, allocator_);
+        credentials_tls_ = aws_tls_client_ctx_new(allocator_, &options);  // nullptr: the chain tries its own
+        aws_tls_ctx_options_clean_up(&options);
+    });
+    return credentials_tls_;
+}
+
 CrtRuntime::~CrtRuntime() {
     if (!owned_by_this_process(creator_pid_)) return;
+    if (credentials_tls_) aws_tls_ctx_release(credentials_tls_);  // each provider holds its own reference
     // Releases are asynchronous; the threads wind down on their own. We never call aws_s3_library_clean_up:
     // it joins every CRT thread without a timeout, and other clients may still be alive.
     aws_client_bootstrap_release(bootstrap_);

@@ -36,8 +36,8 @@ constexpr std::chrono::milliseconds kShutdownLimit(10000);
 
 aws_byte_cursor cursor_of(const std::string& s) { return aws_byte_cursor_from_array(s.data(), s.size()); }
 
-aws_credentials_provider* new_credentials_provider(const ClientOptions& options, aws_allocator* allocator,
-                                                   aws_client_bootstrap* bootstrap) {
+aws_credentials_provider* new_credentials_provider(const ClientOptions& options, CrtRuntime& runtime) {
+    aws_allocator* allocator = runtime.allocator();
     switch (options.credentials) {
         case CredentialsSource::anonymous:
             return aws_credentials_provider_new_anonymous(allocator, nullptr);
@@ -51,7 +51,8 @@ aws_credentials_provider* new_credentials_provider(const ClientOptions& options,
         case CredentialsSource::profile:
         case CredentialsSource::default_chain: {
             aws_credentials_provider_chain_default_options chain_options = {};
-            chain_options.bootstrap = bootstrap;
+            chain_options.bootstrap = runtime.bootstrap();
+            chain_options.tls_ctx = runtime.credentials_tls_context();
             if (options.credentials == CredentialsSource::profile) {
                 // A profile named explicitly wins over keys in the environment, as it does in the AWS CLI.
                 chain_options.profile_name_override = cursor_of(options.profile_name);
@@ -113,7 +114,7 @@ S3Client::S3Client(ClientOptions options)
         // Each process keeps one part free for the first part of the stream its reader waits on.
         budget_ = NodeBudget::open(options_.node_budget_path, options_.node_budget_bytes, options_.part_size_bytes);
     }
-    credentials_ = new_credentials_provider(options_, alloc, runtime_->bootstrap());
+    credentials_ = new_credentials_provider(options_, *runtime_);
     if (!credentials_) throw_crt_error("creating the credentials provider");
     try {
         create_client();
