@@ -10,8 +10,8 @@ namespace torchdata_s3 {
 // Every ForkSafeMutex is taken by the forking thread just before fork() and let go on both sides after it.
 //
 // Only for namespace-scope globals (registered while the module loads) that guard a short critical section:
-// nothing may wait for the GIL, for another ForkSafeMutex or for another process while holding one, or every
-// fork() of the process would wait with it.
+// nothing may wait for the GIL or for another ForkSafeMutex while holding one (the forking thread holds the
+// GIL and takes them all), and a holder that waits at all makes every fork() of the process wait with it.
 class ForkSafeMutex {
 public:
     ForkSafeMutex();

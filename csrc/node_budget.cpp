@@ -1,7 +1,6 @@
 #include "node_budget.h"
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +12,8 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+
+#include "fork_safe_mutex.h"
 
 namespace torchdata_s3 {
 namespace {
@@ -46,17 +47,12 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared counters must 
 constexpr size_t kFileBytes = sizeof(Header) + kSlots * sizeof(Slot);
 
 // Serialises every budget change of this process (record locks do not exclude threads of one process).
-// Held across fork() so that a child never inherits it locked.
-std::mutex g_mutex;
+// Held across fork() so that a child never inherits it locked. Its holder may wait on another process's record
+// lock (held for a few counter updates): a fork() meanwhile waits as long.
+ForkSafeMutex g_mutex;
 // Guarded by g_mutex. Kept for the life of the process: closing any descriptor of a file drops every record
 // lock this process holds on it, its slot's included, so a file is never closed and reopened.
 auto* g_files = new std::map<std::string, std::shared_ptr<NodeBudget::File>>();
-
-void install_fork_handlers() {
-    static std::once_flag once;
-    std::call_once(once,
-                   [] { pthread_atfork([] { g_mutex.lock(); }, [] { g_mutex.unlock(); }, [] { g_mutex.unlock(); }); });
-}
 
 int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -210,8 +206,7 @@ struct NodeBudget::File {
 };
 
 std::shared_ptr<NodeBudget> NodeBudget::open(const std::string& path, uint64_t limit_bytes, uint64_t reserve_bytes) {
-    install_fork_handlers();
-    std::lock_guard<std::mutex> guard(g_mutex);
+    std::lock_guard<ForkSafeMutex> guard(g_mutex);
     std::shared_ptr<File>& known = (*g_files)[path];
     if (known) return std::shared_ptr<NodeBudget>(new NodeBudget(known, limit_bytes, reserve_bytes));
     g_files->erase(path);  // a failed open below leaves no entry
@@ -254,20 +249,20 @@ const std::string& NodeBudget::path() const { return file_->path; }
 uint64_t NodeBudget::take(uint64_t want, uint64_t guaranteed) {
     if (want == 0) return 0;
     if (guaranteed > want) guaranteed = want;
-    std::lock_guard<std::mutex> guard(g_mutex);
+    std::lock_guard<ForkSafeMutex> guard(g_mutex);
     return file_->take_with(limit_, reserve_, want,
                             [&](uint64_t free) { return std::max(guaranteed, std::min(want, free)); });
 }
 
 bool NodeBudget::take_all_or_nothing(uint64_t bytes) {
     if (bytes == 0) return true;
-    std::lock_guard<std::mutex> guard(g_mutex);
+    std::lock_guard<ForkSafeMutex> guard(g_mutex);
     return file_->take_with(limit_, reserve_, bytes, [&](uint64_t free) { return free >= bytes ? bytes : 0; }) != 0;
 }
 
 void NodeBudget::give(uint64_t bytes) {
     if (bytes == 0) return;
-    std::lock_guard<std::mutex> guard(g_mutex);
+    std::lock_guard<ForkSafeMutex> guard(g_mutex);
     if (file_->attached_pid != getpid()) return;  // the parent's bytes, seen from a fork child: not ours
     Slot& own = file_->own();
     uint64_t held = own.held.load();
@@ -288,7 +283,7 @@ uint64_t NodeBudget::reclaimed() const { return file_->header->reclaimed.load();
 uint32_t NodeBudget::generation() const { return file_->header->generation.load(); }
 
 uint64_t NodeBudget::held_here() const {
-    std::lock_guard<std::mutex> guard(g_mutex);
+    std::lock_guard<ForkSafeMutex> guard(g_mutex);
     return file_->attached_pid == getpid() ? file_->own().held.load() : 0;
 }
 
