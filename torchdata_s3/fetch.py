@@ -100,22 +100,24 @@ def fetch_in_order(
         if plan is None or plan.needs_get:
             _url, native = window.pop()
         reading = {"size": target.size, "window_bytes": window.reading_window}
-        if plan is None:
-            stream = S3ObjectStream(ObjectReader(client, target.location, stream=native, **reading))
-        else:
-            stream = plan.open(client, target.location, native, **reading)
+        reader = (
+            ObjectReader(client, target.location, stream=native, **reading)
+            if plan is None
+            else plan.raw(client, target.location, native, **reading)
+        )
         try:
             # Waits for the response headers and raises the request's failure. Not `size`: a listing gives
             # the size, and the object would then be yielded before its answer, its failure coming from
             # the reader's first read instead of here, at its turn.
-            stream.etag  # noqa: B018
+            reader.etag  # noqa: B018
         except S3Error as error:
-            stream.close()
+            reader.close()
             return Fetched(target, None, error)
         except BaseException:
-            stream.close()
+            reader.close()
             raise
-        return Fetched(target, stream, None)
+        # Made once the size is known: its buffer is then no larger than the object (1 MiB otherwise).
+        return Fetched(target, S3ObjectStream(reader), None)
 
     try:
         while True:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from .. import _core
 from ..errors import S3Error, S3FileNotFoundError
-from ..reader import ObjectReader, S3ObjectStream
+from ..reader import ObjectReader
 from ..url import S3Url
 from .entry import CacheEntry
 from .entry_writer import EntryWriter
@@ -106,15 +106,10 @@ class _Plan:
 
     needs_get = True
 
-    def open(
-        self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
-    ) -> S3ObjectStream:
-        """The object's stream (``native``: the GET the loader started, if ``needs_get``)."""
-        return S3ObjectStream(self.raw(client, location, native, **reader))
-
     def raw(
         self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
     ) -> io.RawIOBase:
+        """The object's raw reader (``native``: the GET the loader started, if ``needs_get``)."""
         raise NotImplementedError
 
     def release(self) -> None:
