@@ -59,6 +59,9 @@ struct ObjectStream::Shared : RequestState {
     uint64_t landing_end = 0;
     bool landing_open = false;
     bool landing_handed_out = false;  // some part was given that memory
+    // The memory's length is only the most the object may be (GetObjectRequest::landing_capacity): a part
+    // lands there only if the object fills half of it or more, and none of it lands otherwise.
+    bool landing_bounds_only = false;
     // The reader's blocks (ObjectStream::scatter_into), in object order and contiguous, and the first offsets of
     // the parts given them that were not delivered yet.
     struct Block {
@@ -208,6 +211,14 @@ aws_byte_buf on_part_landing_unguarded(uint64_t range_start, uint64_t range_end,
     std::lock_guard<std::mutex> lock(shared->mutex);
     if (shared->failed || range_end < range_start) return memory;
     shared->scattered_parts.erase(range_start);  // until this attempt is scattered: each delivers where it landed
+    if (shared->landing_open && shared->landing_bounds_only) {
+        // An object of unknown size offered memory on a guess: the answer's length decides, now, for good.
+        const uint64_t capacity = shared->landing_end - shared->landing_first;
+        const uint64_t length = range_end - range_start + 1;
+        if (range_start != shared->landing_first || length > capacity || 2 * length < capacity) {
+            shared->landing_open = false;
+        }
+    }
     if (!shared->landing_open || range_start < shared->landing_first || range_start >= shared->landing_end) {
         // The reader's blocks, if they cover the whole part: a retry of a part asks again, and gets them again.
         const ObjectStream::Shared::Block* first = shared->block_at_locked(range_start);
@@ -356,13 +367,15 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     stream->shared_->part_bytes = stream->part_bytes();
     if (result_memory != nullptr) {
         const uint64_t length = result_memory_length(s3, req);
-        if (length == 0) throw std::invalid_argument("result_memory needs a GET of one part whose length is known");
+        if (length == 0)
+            throw std::invalid_argument("result_memory needs a GET of one part of known length, or a landing_capacity");
         // Set before the request exists: the first part's memory is asked for when its first body byte arrives.
         Shared& shared = *stream->shared_;
         shared.landing = result_memory;
         shared.landing_first = req.has_range ? req.range_start : 0;
         shared.landing_end = shared.landing_first + length;
         shared.landing_open = true;
+        shared.landing_bounds_only = !is_result_memory_exact(req);
     }
 
     RequestMessage message(s3, "GET", req.bucket, "/" + S3Client::encode_path(req.key));
@@ -406,8 +419,12 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
 }
 
 uint64_t ObjectStream::result_memory_length(const S3Client& client, const GetObjectRequest& request) {
+    const uint64_t part = part_bytes_of(client, request);
     const uint64_t length = request.expected_length();
-    return length <= part_bytes_of(client, request) ? length : 0;
+    if (length != 0) return length <= part ? length : 0;
+    const bool whole_object = !request.has_range && request.suffix_bytes == 0;
+    // No more than half a part: a larger object gets a pool buffer of its own without a copy (on_body).
+    return whole_object && request.landing_capacity <= part / 2 ? request.landing_capacity : 0;
 }
 
 void ObjectStream::widen_window(uint64_t window_bytes) {

@@ -36,6 +36,10 @@ struct GetObjectRequest {
     uint32_t timeout_ms = 0;       // longest wait for the next byte; 0: no limit
     uint64_t part_size_bytes = 0;  // 0: the client's part size
     uint64_t size_hint = 0;        // the object's size if known (a listing's); 0: unknown
+    // A whole object of unknown size that is probably small (the loader's guess from the objects before it):
+    // the most its result may be. Memory of that size is lent to it, used if the object turns out to fill
+    // between half of it and all of it (see ObjectStream::result_memory_length); 0: none.
+    uint64_t landing_capacity = 0;
 
     // The bytes this GET delivers, if known before it starts: a range's length (fewer if the object ends
     // first), or a whole object's listed size; 0 if unknown (a suffix, or no listing).
@@ -57,8 +61,12 @@ public:
     static std::shared_ptr<ObjectStream> start(std::shared_ptr<S3Client> client, GetObjectRequest request,
                                                uint8_t* result_memory = nullptr);
     // The length of the result_memory start() takes for `request` on `client`: its expected_length() if that is
-    // known and at most a part, else 0 (start() then takes none).
+    // known and at most a part; else its landing_capacity if that is at most half a part (the object's bytes
+    // land there only if it fills at least half of it: is_result_memory_exact() is then false); else 0
+    // (start() then takes none).
     static uint64_t result_memory_length(const S3Client& client, const GetObjectRequest& request);
+    // Whether result_memory_length() is the GET's length (else it is only the most it may be).
+    static bool is_result_memory_exact(const GetObjectRequest& request) { return request.expected_length() != 0; }
     ~ObjectStream();
     ObjectStream(const ObjectStream&) = delete;
     ObjectStream& operator=(const ObjectStream&) = delete;

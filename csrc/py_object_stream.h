@@ -55,8 +55,11 @@ public:
     // Starts `request` (its GET runs at once). A GET of one part whose length is known (an object of listed size,
     // a byte range) is received straight into the `bytes` that a read() of all of it then returns: its bytes are
     // not copied in this process. Whatever else the reader does, they are read from there like any received bytes.
+    // So is an object of unknown size given a landing_capacity, if it fills half of that `bytes` or more: read()
+    // then returns it shortened to the object's length (see read_whole_result).
     static PyObjectStream start(std::shared_ptr<S3Client> client, GetObjectRequest request, std::string name) {
         const uint64_t length = ObjectStream::result_memory_length(*client, request);
+        const GetObjectRequest request_copy = request;  // what start() is asked, for after it took the request
         py::object whole;
         uint8_t* memory = nullptr;
         if (length != 0) {
@@ -72,6 +75,7 @@ public:
         }
         PyObjectStream opened(std::move(stream), std::move(name));
         opened.whole_result_ = std::move(whole);
+        opened.whole_result_exact_ = ObjectStream::is_result_memory_exact(request_copy);
         // A larger object of listed size: its parts can be received into results from the first one on.
         if (length == 0) opened.scattered_.plan(*opened.stream_, 0);
         return opened;
@@ -220,9 +224,8 @@ public:
             // Readers of this client read large objects whole: results of pieces would only be copied from.
             stream_->client().note_read_size(0);
         }
-        if (whole_result_ && want == remaining && stream_->position() == 0 &&
-            want == static_cast<uint64_t>(PyBytes_GET_SIZE(whole_result_.ptr()))) {
-            return read_whole_result();
+        if (whole_result_ && want == remaining && stream_->position() == 0 && fits_whole_result(want)) {
+            return read_whole_result(want);
         }
         Released passed(*this);
         PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(want));
@@ -381,11 +384,18 @@ public:
     }
 
 private:
-    // read() of all the stream delivers into the memory it was landing in since start(): hands over those bytes.
-    py::bytes read_whole_result() {
+    // Whether a read() of all the stream, `length` bytes, is served by the memory it was landing in since start().
+    bool fits_whole_result(uint64_t length) const {
+        const uint64_t capacity = static_cast<uint64_t>(PyBytes_GET_SIZE(whole_result_.ptr()));
+        if (whole_result_exact_) return length == capacity;
+        return length != 0 && length <= capacity && 2 * length >= capacity;  // as on_part_landing decides
+    }
+
+    // read() of all the stream, `want` bytes, delivers into the memory it was landing in since start(): hands over
+    // those bytes, shortened to `want` if that memory was only the most the object could be.
+    py::bytes read_whole_result(size_t want) {
         py::object whole = std::move(whole_result_);  // never read or given out again, whatever happens
         uint8_t* dst = reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(whole.ptr()));
-        const size_t want = static_cast<size_t>(PyBytes_GET_SIZE(whole.ptr()));
         size_t got = 0;
         bool landing_over;
         {
@@ -403,6 +413,13 @@ private:
             py::bytes copy(reinterpret_cast<const char*>(dst), static_cast<Py_ssize_t>(got));
             if (!landing_over) whole.release();  // as above
             return copy;
+        }
+        if (want < static_cast<size_t>(PyBytes_GET_SIZE(whole.ptr()))) {
+            if (Py_REFCNT(whole.ptr()) != 1) return py::bytes(reinterpret_cast<const char*>(dst), want);  // never
+            // Shortened where it lies, not reallocated (as _PyBytes_Resize would): the bytes kept for seeking back
+            // point into it. Nothing else holds it yet; the rest of its memory, under half, goes when it goes.
+            dst[want] = '\0';  // a bytes object's data ends with a NUL
+            Py_SET_SIZE(whole.ptr(), static_cast<Py_ssize_t>(want));
         }
         // The bytes kept for seeking back are the result's own: they live as long as this stream.
         if (stream_->holds_borrowed_bytes()) landed_results_.append(whole);
@@ -476,6 +493,7 @@ private:
     py::list landed_results_;
     // The result's memory from start() while the stream is still landing there (see start()); None otherwise.
     py::object whole_result_;
+    bool whole_result_exact_ = true;  // its length is the GET's; else only the most it may be
     // Results planned for the parts not begun yet, while the stream may still scatter parts over them.
     ScatteredResults scattered_;
     std::shared_ptr<ObjectStream> stream_;

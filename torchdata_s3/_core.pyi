@@ -215,6 +215,7 @@ class S3Client:
         timeout_ms: int = 0,
         part_size_bytes: int = 0,
         size_hint: int = 0,
+        landing_capacity: int = 0,
     ) -> ObjectStream: ...
     def put_object(
         self,

@@ -648,6 +648,7 @@ class S3Client:
         window_bytes: Optional[int] = None,
         part_size_bytes: Optional[int] = None,
         size_hint: Optional[int] = None,
+        landing_capacity: int = 0,
     ) -> _core.ObjectStream:
         """Starts one GET and returns its native, forward-only stream at once (the mechanism under
         :meth:`open` and the loader).
@@ -663,6 +664,9 @@ class S3Client:
             part_size_bytes: size of each ranged GET [config.part_size_bytes].
             size_hint: the object's size if known (a listing's): a stream takes no more of the node's memory
                 budget than that.
+            landing_capacity: for a whole object of unknown size, a guess of the most it may be (the loader's,
+                from the objects before it). If the object fills at least half of it (and no more than half a
+                part), it is received straight into the ``bytes`` a read of all of it returns. 0: no guess.
 
         Errors of the request surface on the first read (or ``.size``), not here.
         """
@@ -683,6 +687,7 @@ class S3Client:
             timeout_ms=self.config.request_timeout_ms,
             part_size_bytes=part_size_bytes or 0,
             size_hint=size_hint or 0,
+            landing_capacity=landing_capacity,
         )
 
 

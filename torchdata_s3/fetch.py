@@ -116,6 +116,8 @@ def fetch_in_order(
         except BaseException:
             reader.close()
             raise
+        if target.size is None:
+            window.remember_size(reader.size_if_known)  # for the guesses of the objects requested next
         # Made once the size is known: its buffer is then no larger than the object (1 MiB otherwise).
         return Fetched(target, S3ObjectStream(reader), None)
 
@@ -142,7 +144,10 @@ def fetch_in_order(
             while not window.has_room_for(target.size):
                 yield next_ready(until=target)
             stream = client.open_native(
-                target.location, window_bytes=window.window_of(target.size), size_hint=target.size
+                target.location,
+                window_bytes=window.window_of(target.size),
+                size_hint=target.size,
+                landing_capacity=window.landing_capacity_of(target.size),
             )
             window.add(target.url, stream, target.size)
         while opened:

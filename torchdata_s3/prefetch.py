@@ -133,6 +133,20 @@ class PrefetchWindow:
             return self.cost_of(size)
         return min(self.part, max(self._recent_costs))
 
+    def remember_size(self, size: Optional[int]) -> None:
+        """The size of an object of unknown size once its headers came (an object handed to the reader before
+        _settle_sizes saw its headers would otherwise never be counted)."""
+        if size is not None:
+            self._recent_costs.append(self.cost_of(size))
+
+    def landing_capacity_of(self, size: Optional[int]) -> int:
+        """For an object of unknown size, the largest of the recent objects: the GET is offered a result that
+        large, received into if the object fills half of it or more (0: nothing to guess from, or a known
+        size, whose result is made to measure)."""
+        if size is not None or not self._recent_costs:
+            return 0
+        return max(self._recent_costs)
+
     def has_room_for(self, size: Optional[int]) -> bool:
         """Whether an object of ``size`` (None: unknown) may be requested now."""
         ahead = len(self._ahead)
