@@ -104,6 +104,8 @@ class PrefetchWindow:
         self._bytes = 0  # the sum of costs: at most max_bytes
         self._expected = 0  # the sum of expected costs: at most the budget
         self._recent_costs: deque[int] = deque(maxlen=SIZES_REMEMBERED)
+        self._recent_max = 0  # the largest of _recent_costs (0: none yet), asked for once or twice per object
+        self._popped_unsized = False  # the object pop() handed out last had no size yet
         # The objects ahead whose window does not reflect their size yet, in input order: what _settle_sizes
         # looks at on every pop (not all of `_ahead`: with 128 ahead that walk was a tenth of the loader's
         # Python time per small object).
@@ -131,21 +133,20 @@ class PrefetchWindow:
         unknown."""
         if size is not None or not self._recent_costs:
             return self.cost_of(size)
-        return min(self.part, max(self._recent_costs))
+        return min(self.part, self._recent_max)
 
     def remember_size(self, size: Optional[int]) -> None:
-        """The size of an object of unknown size once its headers came (an object handed to the reader before
-        _settle_sizes saw its headers would otherwise never be counted)."""
-        if size is not None:
-            self._recent_costs.append(self.cost_of(size))
+        """The size of the object pop() handed out last, once its headers came: counted among the recent sizes
+        if _settle_sizes had not seen it (it would otherwise never be)."""
+        if size is not None and self._popped_unsized:
+            self._note_cost(self.cost_of(size))
+        self._popped_unsized = False
 
     def landing_capacity_of(self, size: Optional[int]) -> int:
         """For an object of unknown size, the largest of the recent objects: the GET is offered a result that
         large, received into if the object fills half of it or more (0: nothing to guess from, or a known
         size, whose result is made to measure)."""
-        if size is not None or not self._recent_costs:
-            return 0
-        return max(self._recent_costs)
+        return 0 if size is not None else self._recent_max
 
     def has_room_for(self, size: Optional[int]) -> bool:
         """Whether an object of ``size`` (None: unknown) may be requested now."""
@@ -175,7 +176,7 @@ class PrefetchWindow:
         self._bytes += cost
         self._expected += expected
         if size is not None:
-            self._recent_costs.append(cost)
+            self._note_cost(cost)
         else:
             self._unsettled.append(ahead)
 
@@ -186,6 +187,7 @@ class PrefetchWindow:
         ahead = self._ahead.popleft()
         if not ahead.sized:
             self._unsettled.popleft()  # the oldest unsettled one: both keep input order
+        self._popped_unsized = ahead.size is None  # see remember_size
         self._bytes -= ahead.cost
         self._expected -= ahead.expected
         # Only streams not yet handed out are asked: a reader may have closed its own, or be reading it on
@@ -250,7 +252,7 @@ class PrefetchWindow:
                         break
                     continue
                 unanswered = 0
-                self._recent_costs.append(self.cost_of(ahead.size))
+                self._note_cost(self.cost_of(ahead.size))
                 # Until its window is widened it buffers at most what it has: a small object gives back most
                 # of its part, and an estimate of its cost is replaced by what it really holds.
                 self._charge(ahead, min(ahead.cost, self.cost_of(ahead.size)))
@@ -265,6 +267,15 @@ class PrefetchWindow:
                 self._charge(ahead, cost)
             ahead.sized = True
         self._unsettled = still
+
+    def _note_cost(self, cost: int) -> None:
+        recent = self._recent_costs
+        evicted = recent[0] if len(recent) == recent.maxlen else None
+        recent.append(cost)
+        if cost >= self._recent_max:
+            self._recent_max = cost
+        elif evicted == self._recent_max:
+            self._recent_max = max(recent)
 
     def _charge(self, ahead: _Ahead, cost: int) -> None:
         self._bytes += cost - ahead.cost
