@@ -1133,3 +1133,21 @@ _crt_replace("aws-c-s3/source/s3_client.c"
         return false;
     }
 ")
+
+# aws-c-s3: every step of a small GET hops between three event-loop threads.
+#
+# A meta request delivers its events (headers, body, finish) and prepares its requests (signing) on a loop of
+# the client's own body-streaming group, apart from the scheduler's loop and the connections' loops. A GET
+# thus went scheduler -> its loop (prepare) -> scheduler (queue) -> connection -> its loop (delivery), each
+# hop an eventfd write and a wake-up of another thread. A GET's events are this project's callbacks, which
+# only queue what arrived and wake the reader (no user code, no file I/O: downloads to files go through the
+# file I/O group), so its meta request uses the scheduler's loop: preparing and queueing run without a hop.
+# Tests: every read test.
+_crt_replace("aws-c-s3/source/s3_meta_request.c"
+"        meta_request->io_event_loop = aws_event_loop_group_get_next_loop(client->body_streaming_elg);
+"
+"        /* torchdata_s3 speed-up (cmake/AwsCrtPatches.cmake): a GET's events on the scheduler's loop. */
+        meta_request->io_event_loop = options->type == AWS_S3_META_REQUEST_TYPE_GET_OBJECT
+                                          ? client->process_work_event_loop
+                                          : aws_event_loop_group_get_next_loop(client->body_streaming_elg);
+")
