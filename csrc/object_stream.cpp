@@ -400,6 +400,9 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     options.headers_callback = on_headers;
     options.body_callback_ex = on_body;
     options.part_landing_callback = on_part_landing;
+    // A GET that lands in one piece (one part at most): no hop to another thread between its steps (the CRT
+    // patch "every step of a small GET hops between three event-loop threads").
+    options.events_on_scheduler_loop = result_memory_length(s3, req) != 0;
     options.part_scatter_callback = on_part_scatter;
     options.finish_callback = on_finish;
     options.telemetry_callback = on_telemetry;
