@@ -414,15 +414,18 @@ private:
             if (!landing_over) whole.release();  // as above
             return copy;
         }
-        if (want < static_cast<size_t>(PyBytes_GET_SIZE(whole.ptr()))) {
-            if (Py_REFCNT(whole.ptr()) != 1) return py::bytes(reinterpret_cast<const char*>(dst), want);  // never
+        const bool shorter = want < static_cast<size_t>(PyBytes_GET_SIZE(whole.ptr()));
+        // Only the sole holder may shorten it (as for _PyBytes_Resize). Never otherwise: nothing else got it yet.
+        const bool copy_instead = shorter && Py_REFCNT(whole.ptr()) != 1;
+        // The bytes kept for seeking back are the result's own: they live as long as this stream.
+        if (stream_->holds_borrowed_bytes()) landed_results_.append(whole);
+        if (copy_instead) return py::bytes(reinterpret_cast<const char*>(dst), static_cast<Py_ssize_t>(want));
+        if (shorter) {
             // Shortened where it lies, not reallocated (as _PyBytes_Resize would): the bytes kept for seeking back
-            // point into it. Nothing else holds it yet; the rest of its memory, under half, goes when it goes.
+            // point into it. The rest of its memory, under half, goes when it goes.
             dst[want] = '\0';  // a bytes object's data ends with a NUL
             Py_SET_SIZE(whole.ptr(), static_cast<Py_ssize_t>(want));
         }
-        // The bytes kept for seeking back are the result's own: they live as long as this stream.
-        if (stream_->holds_borrowed_bytes()) landed_results_.append(whole);
         return py::reinterpret_steal<py::bytes>(whole.release());
     }
 

@@ -21,6 +21,7 @@ import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
 from tests.fault_proxy import Fault, FaultProxy, ProxiedRequest
+from tests.integration.given_up import give_up
 from tests.s3_server import MotoServer
 from torchdata_s3 import S3Config, S3FileLoader
 from torchdata_s3.client import native_client
@@ -167,12 +168,7 @@ def test_a_stream_given_up_while_its_guessed_landing_arrives_lets_the_client_rea
     streams = list(load(urls, config))  # each yielded once its answer's head is in
     started = time.monotonic()
 
-    for _url, stream in streams:
-        if how == "closed":
-            stream.close()
-    del stream
-    streams.clear()
-    gc.collect()
+    give_up(streams, how)
 
     assert time.monotonic() - started < 15  # cancelled, not waited out (the proxy stalls for 30 s)
     proxy.forget_forced()

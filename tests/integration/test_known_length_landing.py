@@ -21,6 +21,7 @@ import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
 from tests.fault_proxy import Fault, FaultProxy, ProxiedRequest
+from tests.integration.given_up import give_up
 from tests.s3_server import MotoServer
 from torchdata_s3 import S3Client, S3Config, S3FileLoader, S3NetworkError
 from torchdata_s3.client import native_client
@@ -143,12 +144,7 @@ def test_a_stream_given_up_while_its_object_arrives_lets_the_client_read_on(  # 
     assert proxy.injected == {Fault.STALL_BODY: len(listed) - 1}
     started = time.monotonic()
 
-    for _url, stream in streams:
-        if how == "closed":
-            stream.close()
-    del stream
-    streams.clear()
-    gc.collect()
+    give_up(streams, how)
 
     assert time.monotonic() - started < 15  # cancelled, not waited out (the proxy stalls for 30 s)
 

@@ -22,6 +22,7 @@ import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
 
 from tests.fault_proxy import Fault, FaultProxy, ProxiedRequest
+from tests.integration.given_up import give_up
 from tests.s3_server import MotoServer
 from torchdata_s3 import S3Config, S3FileLoader, _core
 from torchdata_s3.client import native_client
@@ -211,12 +212,7 @@ def test_a_stream_given_up_while_its_parts_arrive_lets_the_client_read_on(  # ty
 
     streams = list(load(urls, config))
     kept = [stream.read(PIECE) for _url, stream in streams]
-    for _url, stream in streams:
-        if how == "closed":
-            stream.close()
-    del stream
-    streams.clear()
-    gc.collect()
+    give_up(streams, how)
 
     assert time.monotonic() - started < 15  # cancelled, not waited out (the proxy stalls for 30 s)
     assert kept == [objects[url][:PIECE] for url in urls]
