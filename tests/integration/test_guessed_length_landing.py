@@ -11,7 +11,6 @@ file).
 
 from __future__ import annotations
 
-import gc
 import io
 import random
 import time
@@ -22,6 +21,7 @@ from torch.utils.data.datapipes.iter import IterableWrapper
 
 from tests.fault_proxy import Fault, FaultProxy, ProxiedRequest
 from tests.integration.given_up import give_up
+from tests.integration.ways_of_reading import chunks_kept_past_the_stream, into_a_buffer
 from tests.s3_server import MotoServer
 from torchdata_s3 import S3Config, S3FileLoader
 from torchdata_s3.client import native_client
@@ -67,20 +67,6 @@ def in_pieces(stream: io.BufferedIOBase) -> bytes:
 
 def whole(stream: io.BufferedIOBase) -> bytes:
     return stream.read()
-
-
-def chunks_kept_past_the_stream(stream: io.BufferedIOBase) -> bytes:
-    chunks = list(iter(stream.read_chunk, None))  # type: ignore[attr-defined]
-    stream.close()
-    gc.collect()  # only the chunks keep the memory now
-    return b"".join(bytes(chunk) for chunk in chunks)
-
-
-def into_a_buffer(stream: io.BufferedIOBase) -> bytes:
-    out, buffer = bytearray(), bytearray(30_000)
-    while n := stream.readinto(buffer):
-        out += buffer[:n]
-    return bytes(out)
 
 
 def read_then_seek_back(stream: io.BufferedIOBase) -> bytes:

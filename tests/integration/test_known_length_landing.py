@@ -11,7 +11,6 @@ file).
 
 from __future__ import annotations
 
-import gc
 import io
 import random
 import time
@@ -22,6 +21,7 @@ from torch.utils.data.datapipes.iter import IterableWrapper
 
 from tests.fault_proxy import Fault, FaultProxy, ProxiedRequest
 from tests.integration.given_up import give_up
+from tests.integration.ways_of_reading import chunks_kept_past_the_stream, into_a_buffer
 from tests.s3_server import MotoServer
 from torchdata_s3 import S3Client, S3Config, S3FileLoader, S3NetworkError
 from torchdata_s3.client import native_client
@@ -78,20 +78,6 @@ def test_a_listed_object_is_received_into_the_bytes_read_returns(
 
 def in_pieces(stream: io.BufferedIOBase) -> bytes:
     return b"".join(iter(lambda: stream.read(40_000), b""))
-
-
-def into_a_buffer(stream: io.BufferedIOBase) -> bytes:
-    out, buffer = bytearray(), bytearray(30_000)
-    while n := stream.readinto(buffer):
-        out += buffer[:n]
-    return bytes(out)
-
-
-def chunks_kept_past_the_stream(stream: io.BufferedIOBase) -> bytes:
-    chunks = list(iter(stream.read_chunk, None))  # type: ignore[attr-defined]
-    stream.close()
-    gc.collect()  # the stream's own references are gone: only the chunks keep the memory
-    return b"".join(bytes(chunk) for chunk in chunks)
 
 
 def lines(stream: io.BufferedIOBase) -> bytes:
