@@ -365,8 +365,8 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     S3Client& s3 = *stream->client_;
     const GetObjectRequest& req = stream->request_;
     stream->shared_->part_bytes = stream->part_bytes();
+    const uint64_t length = result_memory_length(s3, req);
     if (result_memory != nullptr) {
-        const uint64_t length = result_memory_length(s3, req);
         if (length == 0)
             throw std::invalid_argument("result_memory needs a GET of one part of known length, or a landing_capacity");
         // Set before the request exists: the first part's memory is asked for when its first body byte arrives.
@@ -402,7 +402,7 @@ std::shared_ptr<ObjectStream> ObjectStream::start(std::shared_ptr<S3Client> clie
     options.part_landing_callback = on_part_landing;
     // A GET that lands in one piece (one part at most): no hop to another thread between its steps (the CRT
     // patch "every step of a small GET hops between three event-loop threads").
-    options.events_on_scheduler_loop = result_memory_length(s3, req) != 0;
+    options.events_on_scheduler_loop = length != 0;
     options.part_scatter_callback = on_part_scatter;
     options.finish_callback = on_finish;
     options.telemetry_callback = on_telemetry;

@@ -59,7 +59,7 @@ public:
     // then returns it shortened to the object's length (see read_whole_result).
     static PyObjectStream start(std::shared_ptr<S3Client> client, GetObjectRequest request, std::string name) {
         const uint64_t length = ObjectStream::result_memory_length(*client, request);
-        const GetObjectRequest request_copy = request;  // what start() is asked, for after it took the request
+        const bool exact = ObjectStream::is_result_memory_exact(request);  // before start() takes the request
         py::object whole;
         uint8_t* memory = nullptr;
         if (length != 0) {
@@ -75,7 +75,7 @@ public:
         }
         PyObjectStream opened(std::move(stream), std::move(name));
         opened.whole_result_ = std::move(whole);
-        opened.whole_result_exact_ = ObjectStream::is_result_memory_exact(request_copy);
+        opened.whole_result_exact_ = exact;
         // A larger object of listed size: its parts can be received into results from the first one on.
         if (length == 0) opened.scattered_.plan(*opened.stream_, 0);
         return opened;

@@ -555,25 +555,25 @@ class S3ObjectStream(io.BufferedReader):
     def read(self, size: Optional[int] = -1) -> bytes:
         """Up to ``size`` bytes (all that is left if ``size`` is negative or None)."""
         known = self.raw.size_if_known
-        if known is not None and self.tell() >= known:
+        position = self.tell()
+        if known is not None and position >= known:
             # At the end (the read loop's last call, once per object): nothing to look for.
             return b""
-        if size is not None and size >= _core.MIN_SCATTERED_READ_BYTES and self.raw.tell() == self.tell():
+        if size is not None and size >= _core.MIN_SCATTERED_READ_BYTES and self.raw.tell() == position:
             # Nothing buffered here: the download may have been received straight into this read's result.
             landed = self.raw.take_landed(size)
             if landed is not None:
                 self.tell()  # BufferedReader caches the raw position for its seek fast path: show it moved
                 return landed
-        if size is not None and size >= 0:
-            known = self.raw.size_if_known
-            if known is None or size < known - self.tell():
-                if size <= self._buffer_bytes:
-                    return super().read(size)  # one raw read at most, as large as the buffer or larger
-                self.raw.expect_read(self.tell() + size)
-                try:
-                    return super().read(size)
-                finally:
-                    self.raw.expect_read(0)
+            # Nothing was read (nor learnt of the size): `known` and `position` still hold.
+        if size is not None and size >= 0 and (known is None or size < known - position):
+            if size <= self._buffer_bytes:
+                return super().read(size)  # one raw read at most, as large as the buffer or larger
+            self.raw.expect_read(position + size)
+            try:
+                return super().read(size)
+            finally:
+                self.raw.expect_read(0)
         # The rest of the object: one result of its exact size, filled by one native read. (BufferedReader
         # would allocate `size` bytes, 1 MiB for the common read loop, and shrink the result: per small
         # object that cost a third of the loader's throughput.)
