@@ -579,6 +579,29 @@ class S3ObjectStream(io.BufferedReader):
         # object that cost a third of the loader's throughput.)
         return super().read()
 
+    def readinto(self, buffer: Any) -> int:
+        """Fills ``buffer`` from the position; the count of bytes written, 0 at the end."""
+        view = memoryview(buffer)
+        position = self.tell()
+        raw = self.raw
+        if view.nbytes < _core.MIN_SCATTERED_READ_BYTES or view.readonly or raw.tell() != position:
+            return super().readinto(buffer)  # (which refuses read-only buffers)
+        # Nothing buffered here: one copy, straight from what the bytes were received into, to the caller's
+        # buffer. (BufferedReader fills a buffer no larger than its own through its own: a second copy.)
+        view = view.cast("B")  # refuses strided buffers, as BufferedReader does
+        filled = 0
+        while filled < len(view):
+            known = raw.size_if_known
+            if known is not None and position + filled >= known:
+                break
+            got = raw.readinto(view[filled:] if filled else view)  # raw reads may be short
+            if not got:
+                break
+            filled += got
+        if filled:
+            self.tell()  # BufferedReader caches the raw position for its seek fast path: show it moved
+        return filled
+
     @property
     def etag(self) -> str:
         return self.raw.etag

@@ -56,7 +56,7 @@ def random_operation(rng: random.Random, size: int) -> tuple[str, Callable[[Any]
         n = rng.choice([-1, 5, 300])
         return f"readline({n})", lambda f: f.readline(n)
     if kind == "readinto":
-        n = rng.choice([1, 100, 70_000, 2 * PART + 3])
+        n = rng.choice([1, 100, 70_000, PART, 2 * PART + 3])  # PART: MIN_SCATTERED_READ_BYTES
 
         def readinto(f: Any) -> bytes:
             target = bytearray(n)

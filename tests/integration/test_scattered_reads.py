@@ -143,6 +143,17 @@ def chunks_kept_past_the_stream(stream: io.BufferedIOBase) -> bytes:
     return b"".join(bytes(chunk) for chunk in chunks)
 
 
+def into_a_piece_sized_buffer(stream: io.BufferedIOBase) -> bytes:
+    """readinto() a reused buffer of a piece (straight from the results), a short read() taking the stream off
+    the grid and through its own buffer halfway."""
+    out, buffer = bytearray(), bytearray(PIECE)
+    while n := stream.readinto(buffer):
+        out += buffer[:n]
+        if len(out) == 2 * PIECE:
+            out += stream.read(100)
+    return bytes(out)
+
+
 def read_twice_from_a_seek_back(stream: io.BufferedIOBase) -> bytes:
     once = b"".join(in_pieces(stream))
     stream.seek(PART // 2)
@@ -153,6 +164,7 @@ READERS = {
     "mixed_sizes": mixed_sizes,
     "lines": lines,
     "read_chunk_kept": chunks_kept_past_the_stream,
+    "readinto": into_a_piece_sized_buffer,
     "seek_back": read_twice_from_a_seek_back,
 }
 

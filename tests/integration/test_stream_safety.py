@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from torchdata_s3 import S3Client
+from torchdata_s3 import S3Client, _core
 
 pytestmark = pytest.mark.integration
 
@@ -35,6 +35,12 @@ def test_readinto_accepts_contiguous_buffers_only(url: str) -> None:
     with pytest.raises((BufferError, TypeError)):
         stream.readinto(b"read-only bytes")
     assert target == bytearray(32) and stream.tell() == 0
+    large = bytearray(_core.MIN_SCATTERED_READ_BYTES)  # read past the stream's own buffer
+    with pytest.raises((BufferError, TypeError)):
+        stream.readinto(memoryview(large)[::2])
+    with pytest.raises((BufferError, TypeError)):
+        stream.readinto(bytes(large))
+    assert large == bytearray(len(large)) and stream.tell() == 0
     view = memoryview(target)[8:24]
     assert stream.readinto(view) == 16
     assert target == bytes(8) + DATA[:16] + bytes(8)
