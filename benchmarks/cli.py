@@ -253,7 +253,9 @@ def build_cases(
                 variant = f"{dataset} objects ({len(manifest.keys)} x {shown}), {args.epochs} epochs"
                 cases.append(case(variant, context, len(manifest.keys), manifest.digest))
         else:
-            cases.append(case("", Context(**base), len(manifest.keys), manifest.digest))
+            # The data directory too: the references that read the served files themselves (lines-floor).
+            context = Context(**base, local_dir=str(Path(args.data_dir).resolve()))
+            cases.append(case("", context, len(manifest.keys), manifest.digest))
     return cases
 
 

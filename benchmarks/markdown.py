@@ -10,6 +10,7 @@ from typing import Any
 from benchmarks.clients import (
     DATALOADER_CEILING,
     DATASET_PEERS,
+    LINES_FLOOR,
     LOADER_IN_DATALOADER,
     READ_CHUNK,
     SOCKET_FLOOR,
@@ -98,6 +99,8 @@ def render(document: dict[str, Any]) -> str:
             )
         for client, ratio in (comparison.get("reads_vs_read_chunk") or {}).items():
             summary.append(f"{client} / {READ_CHUNK} **{ratio:.2f}x**")
+        for client, ratio in (comparison.get("lines_vs_floor") or {}).items():
+            summary.append(f"{client} / {LINES_FLOOR} **{ratio:.2f}x**")
         for variant, ratio in (comparison.get("variants_vs_their_peers") or {}).items():
             summary.append(f"{variant} / {DATASET_PEERS[variant]} **{ratio:.2f}x**")
         for door, ratio in (comparison.get("doors_vs_loader_in_dataloader") or {}).items():

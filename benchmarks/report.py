@@ -14,6 +14,8 @@ from benchmarks.clients import (
     DATALOADER_ROWS,
     DATASET_DOORS,
     DATASET_PEERS,
+    LINES,
+    LINES_FLOOR,
     LOADER_IN_DATALOADER,
     OURS,
     OURS_VARIANTS,
@@ -138,7 +140,9 @@ def summarize(cases: list[Case], runs: list[Run], meta: dict[str, Any]) -> dict[
                 if (ours_cpu and rows.get(SOCKET_FLOOR, {}).get("cpu_s_per_gb_median"))
                 else None,
                 # Issue 22: read(), readinto() and line iteration over read_chunk() (at least 0.9 asked).
-                "reads_vs_read_chunk": _over(rows, READ_STYLES, READ_CHUNK, workload),
+                # The lines floor's own ratio is the most any line iteration can reach on this machine.
+                "reads_vs_read_chunk": _over(rows, (*READ_STYLES, LINES_FLOOR), READ_CHUNK, workload),
+                "lines_vs_floor": _over(rows, (LINES,), LINES_FLOOR, workload),
                 **(_secondary_ratios(workload, rows) if workload.secondary else {}),
                 # Each dataset variant of ours over the peer with the same loop around it (issue 20).
                 "variants_vs_their_peers": {
@@ -281,6 +285,8 @@ def table(document: dict[str, Any]) -> str:
             )
         for client, ratio in (comparison.get("reads_vs_read_chunk") or {}).items():
             lines.append(f"  {client} / {READ_CHUNK}: {ratio:.2f}x")
+        for client, ratio in (comparison.get("lines_vs_floor") or {}).items():
+            lines.append(f"  {client} / {LINES_FLOOR}: {ratio:.2f}x")
     return "\n".join(lines)
 
 

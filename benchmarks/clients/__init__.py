@@ -45,6 +45,7 @@ CLIENTS = {
     "obstore-fsspec": "obstore_fsspec",  # issue 23's ranges and cat
     "raw-http": "raw_http",
     "socket-floor": "socket_floor",  # issue 22's floor of CPU per GB: one socket, recv_into a reused buffer
+    "lines-floor": "lines_floor",  # issue 22's floor of line iteration: io.BytesIO over bytes in memory
     # The DataLoader transport alone (in-memory bytes through the same 2-worker loader): `small`'s second
     # ceiling, the bound of every row that ends in that loader.
     "dataloader-ceiling": "dataloader_ceiling",
@@ -87,9 +88,11 @@ LOADER_IN_DATALOADER = "torchdata_s3-dataloader"
 DATASET_DOORS = tuple(DATASET_PEERS)
 CEILING = "raw-http"
 SOCKET_FLOOR = "socket-floor"
+LINES_FLOOR = "lines-floor"
 # Issue 22's other ways of reading, each judged against read_chunk() (no copy) in the same run.
 READ_CHUNK = "torchdata_s3-read_chunk"
 READ_STYLES = (OURS, "torchdata_s3-readinto", "torchdata_s3-lines")
+LINES = "torchdata_s3-lines"
 LOCAL_DISK = "local-disk"  # the `epochs` workload's ceiling: the dataset's files read from local disk
 # What the 2-worker DataLoader alone moves (no S3): a reference for the rows that end in that loader (not
 # torchdata_s3-nodes, whose ParallelMapper threads stay in one process).
@@ -101,7 +104,9 @@ DATALOADER_ROWS = (
     "s3torchconnector-iterable",
     "s3torchconnector-map",
 )
-CEILINGS = (CEILING, LOCAL_DISK, DATALOADER_CEILING, SOCKET_FLOOR)
+CEILINGS = (CEILING, LOCAL_DISK, DATALOADER_CEILING, SOCKET_FLOOR, LINES_FLOOR)
+# Ceilings that never ask the endpoint: they read the dataset's files the endpoint serves.
+LOCAL_FILES = (LOCAL_DISK, LINES_FLOOR)
 # Ceilings that deliver no dataset content (curl into /dev/null; bytes made in memory): the content check
 # takes their byte count instead of a digest.
 CONTENTLESS = (CEILING, DATALOADER_CEILING)

@@ -18,6 +18,7 @@ from benchmarks.clients import (
     DATALOADER_CEILING,
     DATALOADER_ROWS,
     DATASET_PEERS,
+    LOCAL_FILES,
     OURS,
     WORKLOADS,
     load,
@@ -109,7 +110,7 @@ def test_adapter_reads_the_right_bytes(
         assert result["seconds"] > 0
         # The whole process's CPU over the timed section; curl's and DataLoader workers' included.
         assert result["cpu_seconds"] > 0
-        if client == "local-disk":  # the epochs workload's ceiling never asks the endpoint
+        if client in LOCAL_FILES:  # the references reading the served files never ask the endpoint
             assert result["requests"] == 0
         else:
             assert result["requests"] > 0 and result["fetched_bytes"] > 0
@@ -117,7 +118,9 @@ def test_adapter_reads_the_right_bytes(
             assert result["digest"] == case.expected_digest
         if workload == "gil":
             assert 0 < result["extra"]["pace_percent"] < 1000
-        if workload in ("large", "small", "stream"):  # read whole: at least every byte once
+        if (
+            workload in ("large", "small", "stream") and client not in LOCAL_FILES
+        ):  # every byte, at least once
             assert result["fetched_bytes"] >= sum(case.context.sizes)
         if workload == "epochs":
             seconds = result["extra"]["epoch_seconds"]
@@ -239,6 +242,8 @@ def test_results_document(tmp_path: Path, tiny_datasets) -> None:  # type: ignor
     runs.append(Run("torchdata_s3-lines", "large", "", 0, 100.0, 1.0, 2, gb, 0, 0))
     # The one-socket floor is faster and cheaper than everything: a reference, never the best peer.
     runs.append(Run("socket-floor", "large", "", 0, 900.0, 1.0, 2, gb, 0, 0, cpu_seconds=0.2))
+    # The floor of line iteration: a reference for the lines row and for read_chunk.
+    runs.append(Run("lines-floor", "large", "", 0, 200.0, 1.0, 2, gb, 0, 0))
     document = summarize([case], runs, {"profile": "fast"})
     validate(document)
     [comparison] = document["comparisons"]
@@ -251,7 +256,8 @@ def test_results_document(tmp_path: Path, tiny_datasets) -> None:  # type: ignor
     assert comparison["clients"]["raw-http"]["cpu_s_per_gb_median"] is None  # not measured in that run
     assert comparison["ours_cpu_per_gb_vs_lowest_peer"] == pytest.approx(0.6 / 0.4)
     assert comparison["ours_cpu_per_gb_vs_floor"] == pytest.approx(0.6 / 0.2)
-    assert comparison["reads_vs_read_chunk"] == {OURS: 0.5, "torchdata_s3-lines": 0.25}
+    assert comparison["reads_vs_read_chunk"] == {OURS: 0.5, "torchdata_s3-lines": 0.25, "lines-floor": 0.5}
+    assert comparison["lines_vs_floor"] == {"torchdata_s3-lines": 0.5}
     assert (
         comparison["clients"]["s3fs"]["failed_runs"] == 1 and comparison["clients"]["s3fs"]["median"] is None
     )
@@ -260,6 +266,7 @@ def test_results_document(tmp_path: Path, tiny_datasets) -> None:  # type: ignor
     assert "ours' CPU per GB / lowest peer's: 1.50x" in rendered
     assert "ours' CPU per GB / socket-floor's: 3.00x" in rendered
     assert "torchdata_s3-lines / torchdata_s3-read_chunk: 0.25x" in rendered
+    assert "torchdata_s3-lines / lines-floor: 0.50x" in rendered
     [image] = plot(document, tmp_path)
     assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     broken = {**document, "schema_version": 0}
