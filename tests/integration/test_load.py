@@ -90,9 +90,15 @@ def test_stream_reads_like_a_binary_file(boto_s3, bucket: str) -> None:  # type:
     stream = client.open(url)
     assert stream.read(10) == data[:10] and stream.seek(0) == 0 and stream.read() == data  # seek back, again
     stream.close()
-    assert stream.closed
+    assert stream.closed and stream.raw.closed
     with pytest.raises(ValueError, match="closed file"):
         stream.read()
+    with pytest.raises(ValueError, match="closed file"):
+        next(iter(stream))
+    other = client.open(url)
+    assert not other.closed and next(iter(other)) == data[: data.index(b"\n") + 1]
+    other.raw.close()  # closed under the buffered stream: both say so (ObjectReader.closed is an attribute)
+    assert other.closed and other.raw.closed
 
 
 def test_read_chunk_hands_out_native_memory(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
