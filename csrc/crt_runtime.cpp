@@ -103,6 +103,10 @@ void learn_this_process() { g_this_process.store(getpid(), std::memory_order_rel
 }  // namespace
 
 pid_t CrtRuntime::this_process() {
+    // Asked on every call into a stream (PyObjectStream's guard): std::call_once reaches thread-local storage
+    // each time (__tls_get_addr was 4% of `for line in stream`), a set pid needs none of it.
+    const pid_t known = g_this_process.load(std::memory_order_relaxed);
+    if (known != 0) return known;
     std::call_once(g_this_process_once, [] {
         learn_this_process();
         pthread_atfork(nullptr, nullptr, learn_this_process);
