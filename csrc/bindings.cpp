@@ -18,6 +18,7 @@
 #include "crt_runtime.h"
 #include "delete_objects.h"
 #include "gil_release.h"
+#include "line_iterator.h"
 #include "list_buckets.h"
 #include "list_objects.h"
 #include "node_budget.h"
@@ -238,6 +239,7 @@ PYBIND11_MODULE(_core, m) {
             "LastModified and StorageClass after them if asked for with details. Call once.");
 
     bind_object_stream(m);
+    bind_line_iterator(m);
     bind_object_upload(m);
 
     py::class_<NodeBudget, std::shared_ptr<NodeBudget>>(

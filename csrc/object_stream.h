@@ -78,6 +78,13 @@ public:
     bool try_peek(const uint8_t** data, size_t* size);
     // Marks `n` bytes of the peeked span as read.
     void consume(size_t n);
+    // The unread rest of the chunk at hand, without waiting or moving on to the next chunk (false: none left).
+    bool peek_current(const uint8_t** data, size_t* size) const {
+        if (current_offset_ == current_.size) return false;
+        *data = current_.data + current_offset_;
+        *size = current_.size - current_offset_;
+        return true;
+    }
     // Blocks until try_peek() would succeed (true) or the object is complete (false); throws on failure.
     bool wait_for_data();
 

@@ -41,6 +41,9 @@ void bind_object_stream(py::module_& m) {
              "The next block of the object as a Buffer (no copy), or None at the end.")
         .def("__iter__", [](py::object self) { return self; })
         .def("__next__", &PyObjectStream::next_line)
+        .def("attach_lines", &PyObjectStream::attach_lines,
+             "Lets lines() cut lines from this stream until detach_lines() (the reader's to call).")
+        .def("detach_lines", &PyObjectStream::detach_lines)
         .def("widen_window", &PyObjectStream::widen_window, py::arg("window_bytes"),
              "Lets the download run up to window_bytes ahead of the reader (never shrinks).")
         .def("tell", &PyObjectStream::tell, "Bytes consumed, counted from this stream's first byte.")

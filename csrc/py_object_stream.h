@@ -319,6 +319,32 @@ public:
         return py::bytes(line);
     }
 
+    // The line iterator (line_iterator.h) cuts lines from this stream while attached: from the reader's
+    // attach_lines() until its detach_lines() (torchdata_s3/reader.py: any other call on the reader).
+    void attach_lines() {
+        Entry entry(*this);
+        lines_attached_ = true;
+    }
+    void detach_lines() { lines_attached_ = false; }
+    bool lines_attached() const { return lines_attached_ && stream_ != nullptr; }
+
+    // A line whole in the chunk at hand, cut with the GIL held, without waiting or moving on to the next chunk
+    // (chunk boundaries stay with readline(), which lets go of the results passed): a new reference, or nullptr
+    // when there is none at hand or the stream is not attached, is in use on another thread or was inherited
+    // across fork(); nullptr with an error set if the line could not be allocated.
+    PyObject* cut_line() {
+        if (!lines_attached() || busy_ || !stream_->usable_here()) return nullptr;
+        const uint8_t* data;
+        size_t available;
+        if (!stream_->peek_current(&data, &available)) return nullptr;
+        const void* newline = std::memchr(data, '\n', available);
+        if (newline == nullptr) return nullptr;
+        const size_t n = static_cast<size_t>(static_cast<const uint8_t*>(newline) - data) + 1;
+        PyObject* line = PyBytes_FromStringAndSize(reinterpret_cast<const char*>(data), static_cast<Py_ssize_t>(n));
+        if (line != nullptr) stream_->consume(n);
+        return line;
+    }
+
     py::bytes next_line() {
         py::bytes line = readline(-1);
         if (PyBytes_GET_SIZE(line.ptr()) == 0) throw py::stop_iteration();
@@ -502,6 +528,7 @@ private:
     std::shared_ptr<ObjectStream> stream_;
     std::string name_;
     bool busy_ = false;
+    bool lines_attached_ = false;  // see attach_lines()
 };
 
 // Adds Buffer and ObjectStream to the module.

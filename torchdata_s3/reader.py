@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import io
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
 from . import _core
@@ -160,6 +161,9 @@ class ObjectReader(io.RawIOBase):
         self._read_end = 0
         self._fetched_before = 0  # bytes received by GETs already closed
         self._failure: Optional[S3Error] = None
+        # The GET `for line in stream` cuts lines from natively (line_stream()), while attached: the position
+        # is then its source's, settled into _pos by every other call (_settle_lines).
+        self._lines: Optional[_Source] = None
         if stream is not None:
             self._adopt(_Source(stream, 0, end=None, widened=False))
 
@@ -211,11 +215,14 @@ class ObjectReader(io.RawIOBase):
 
     def tell(self) -> int:
         self._check_open()
+        if self._lines is not None:
+            self._settle_lines(detach=False)
         return self._pos
 
     @_remembers_failure
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         self._check_open()
+        self._settle_lines()
         self._pos = seek_target(offset, whence, self._pos, lambda: self._known_size(tail_hint=-offset))
         return self._pos
 
@@ -226,6 +233,7 @@ class ObjectReader(io.RawIOBase):
     @_remembers_failure
     def readinto(self, buffer: Any) -> int:
         self._check_open()
+        self._settle_lines()
         view = memoryview(buffer).cast("B")
         if not view:
             return 0
@@ -249,6 +257,7 @@ class ObjectReader(io.RawIOBase):
         """``read(size)`` at the position when the download was received straight into a result of that size
         (no copy), else None and nothing read. Only on the GET read in order, once it is being read."""
         self._check_open()
+        self._settle_lines()
         source = self._source
         if source is None or source.done or not source.widened or source.position != self._pos:
             return None
@@ -260,6 +269,7 @@ class ObjectReader(io.RawIOBase):
     @_remembers_failure
     def readall(self) -> bytes:
         self._check_open()
+        self._settle_lines()
         parts: list[bytes] = []
         while self._size is None or self._pos < self._size:
             if self._holder() is not None:
@@ -285,6 +295,7 @@ class ObjectReader(io.RawIOBase):
     def read_chunk(self) -> Optional[Union[_core.Buffer, bytes]]:
         """The next block of the object without copying it (a buffer-protocol object), or None at the end."""
         self._check_open()
+        self._settle_lines()
         while self._size is None or self._pos < self._size:
             if self._holder() is not None:
                 held = bytearray(self._part)
@@ -306,8 +317,24 @@ class ObjectReader(io.RawIOBase):
     # instance's once closed, answers in half the time (in memory, lines of 256 bytes: 171 -> 148 ns each).
     closed = False
 
+    def line_stream(self, wanted: int) -> Optional[_core.ObjectStream]:
+        """The GET to cut lines from natively (``_core.lines``) from the position on, attached until any
+        other call on this reader detaches it; None when lines are better read through the reader: bytes held
+        from an earlier GET, or nothing left. ``wanted``: how much to fetch if a new GET is needed."""
+        self._check_open()
+        self._settle_lines()
+        if (self._size is not None and self._pos >= self._size) or self._holder() is not None:
+            return None
+        source = self._sequential_source(wanted)
+        if source is None:
+            return None
+        source.stream.attach_lines()
+        self._lines = source
+        return source.stream
+
     def close(self) -> None:
         if not self.closed:
+            self._settle_lines()
             for source in self._sources():
                 self._close(source)
             self._source, self._kept = None, []
@@ -322,6 +349,17 @@ class ObjectReader(io.RawIOBase):
     def _check_open(self) -> None:
         if self.closed:
             raise ValueError("I/O operation on closed file.")
+
+    def _settle_lines(self, *, detach: bool = True) -> None:
+        """Moves the position past the lines cut natively from `_lines` (see line_stream); with `detach`, no
+        more are: the reader reads on by itself."""
+        source = self._lines
+        if source is None:
+            return
+        self._pos = source.position
+        if detach:
+            self._lines = None
+            source.stream.detach_lines()
 
     def _sources(self) -> list[_Source]:
         return ([self._source] if self._source is not None else []) + self._kept
@@ -621,6 +659,17 @@ class S3ObjectStream(io.BufferedReader):
     def bytes_fetched(self) -> int:
         """Bytes received from S3 for this stream so far."""
         return self.raw.bytes_fetched
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Lines, as of any binary file: cut natively from the download while nothing else reads the stream
+        (then through BufferedReader, from wherever that left the stream)."""
+        if (
+            self.raw.tell() == self.tell()
+        ):  # nothing buffered here (and the stream is open: both raise if not)
+            stream = self.raw.line_stream(self._buffer_bytes)
+            if stream is not None:
+                return _core.lines(stream, self.readline)
+        return self
 
     def read_chunk(self) -> Optional[Union[_core.Buffer, bytes]]:
         """The next block of the object (no copy when nothing of it is buffered here), or None at the end."""

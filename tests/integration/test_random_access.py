@@ -32,7 +32,9 @@ def config(**options: Any) -> S3Config:
 
 def random_operation(rng: random.Random, size: int) -> tuple[str, Callable[[Any], Any]]:
     """One call a reader of a file object makes, as (description, function of the file)."""
-    kind = rng.choice(["seek", "seek", "read", "read", "readline", "readinto", "read1", "peek-free", "tell"])
+    kind = rng.choice(
+        ["seek", "seek", "read", "read", "readline", "readinto", "read1", "peek-free", "tell", "next-line"]
+    )
     if kind == "seek":
         whence = rng.choice([io.SEEK_SET, io.SEEK_CUR, io.SEEK_END])
         span = size + 10
@@ -64,6 +66,10 @@ def random_operation(rng: random.Random, size: int) -> tuple[str, Callable[[Any]
             return bytes(target[:got])
 
         return f"readinto({n})", readinto
+    if kind == "next-line":
+        # A line iteration begun and left, of the stream itself: a dropped iteration of torch's StreamWrapper (a
+        # generator) closes the stream whenever that iteration was BufferedReader's own (torch's doing).
+        return "next(iter(f))", lambda f: next(iter(getattr(f, "file_obj", f)), b"")
     if kind == "read1":
         # BytesIO's read1 returns everything; ours returns at least one byte. Compare through read(n).
         return "read(64)", lambda f: f.read(64)
