@@ -112,7 +112,8 @@ class PrefetchWindow:
         self._unsettled: deque[_Ahead] = deque()
         self.latency: Optional[float] = None  # lowest first-byte latency seen, in seconds
         self._measured = False  # waited once for the first latency
-        self.budget = read_ahead_budget(None, rate, part, max_bytes)
+        self._floor = read_ahead_budget(None, rate, part, max_bytes)  # the least the budget can be
+        self.budget = self._floor
 
     def window_of(self, size: Optional[int]) -> int:
         """The read window an object ahead gets: one part while its size is unknown, else as much of itself
@@ -192,9 +193,11 @@ class PrefetchWindow:
         self._expected -= ahead.expected
         # Only streams not yet handed out are asked: a reader may have closed its own, or be reading it on
         # another thread. Telemetry lags the data, so the object behind is often the one that has answered.
-        self._observe_latency(ahead.stream.first_byte_latency)
-        if self._ahead:
-            self._observe_latency(self._ahead[0].stream.first_byte_latency)
+        # Once a latency put the budget at its floor, no lower one can change it: nothing more to ask.
+        if self.latency is None or self.budget > self._floor:
+            self._observe_latency(ahead.stream.first_byte_latency)
+            if self._ahead:
+                self._observe_latency(self._ahead[0].stream.first_byte_latency)
         return ahead.url, ahead.stream
 
     def __bool__(self) -> bool:

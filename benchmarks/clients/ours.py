@@ -31,7 +31,7 @@ from .random_access import read_selection
 
 NAME = "torchdata_s3"
 CONFIGURATION = (
-    "S3FileLoader defaults (prefetch 64 within 512 MiB, used as measured latency asks; 8 MiB parts; "
+    "S3FileLoader defaults (prefetch 128 within 512 MiB, used as measured latency asks; 8 MiB parts; "
     "64 MiB read window); stream.read(1 MiB) to the end of each object (whole: one stream.read()); "
     "epochs: the prefix, cache_dir set; "
     "ranges, cat, get-file, put-file: torchdata_s3.fsspec.S3FileSystem's cat_ranges, cat(list), get_file, "

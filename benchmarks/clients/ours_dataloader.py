@@ -21,7 +21,7 @@ from .ours import _config
 
 NAME = "torchdata_s3-dataloader"
 CONFIGURATION = (
-    "IterableWrapper(urls).load_files_by_s3(config=S3FileLoader defaults: prefetch 64 within 512 MiB)"
+    "IterableWrapper(urls).load_files_by_s3(config=S3FileLoader defaults: prefetch 128 within 512 MiB)"
     f".map(...) in DataLoader(batch_size=None, num_workers={WORKERS}), the loader the sharding point (each "
     "worker loads its share with its own native client); small: map stream.read(); images: map decode"
 )

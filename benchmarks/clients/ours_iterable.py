@@ -10,7 +10,7 @@ from .dataset_loaders import WORKERS, iterable_loader, measured, prefix_url, tra
 
 NAME = "torchdata_s3-iterable"
 CONFIGURATION = (
-    f"S3IterableDataset.from_prefix(prefix, transform=..., endpoint_url=, region=) defaults (prefetch 64 "
+    f"S3IterableDataset.from_prefix(prefix, transform=..., endpoint_url=, region=) defaults (prefetch 128 "
     f"within 512 MiB), listed before the clock; DataLoader(batch_size=None, num_workers={WORKERS}), the "
     "dataset sharding itself over the workers; small: transform stream.read(); images: transform decode"
 )

@@ -19,7 +19,7 @@ from .dataset_loaders import (
 NAME = "torchdata_s3-map"
 CONFIGURATION = (
     "S3MapDataset.from_prefix(prefix, transform=..., endpoint_url=, region=) defaults (a batch's GETs "
-    f"concurrent, prefetch 64 within 512 MiB), listed before the clock; DataLoader(shuffle=True, "
+    f"concurrent, prefetch 128 within 512 MiB), listed before the clock; DataLoader(shuffle=True, "
     f"batch_size={MAP_BATCH_SIZE}, num_workers={WORKERS}, collate_fn keeping the list); small: transform "
     "stream.read(); images: transform decode"
 )

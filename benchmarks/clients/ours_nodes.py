@@ -26,7 +26,7 @@ except ImportError:  # the harness's own process (torchdata 0.9), which only ask
 
 NAME = "torchdata_s3-nodes"
 CONFIGURATION = (
-    "nodes.S3Source(prefix, endpoint_url=, region=) defaults (yields each object's stream; prefetch 64 "
+    "nodes.S3Source(prefix, endpoint_url=, region=) defaults (yields each object's stream; prefetch 128 "
     f"within 512 MiB), listed before the clock; ParallelMapper(map_fn, num_workers={WORKERS}, "
     "method='thread', in_order=True) then Loader; small: map_fn stream.read(); images: map_fn decode; "
     "torchdata 0.11"

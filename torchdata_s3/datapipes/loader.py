@@ -75,7 +75,7 @@ class S3FileLoader(S3IterDataPipe[tuple[str, StreamWrapper]]):
         multi_part_download: download each object as parallel ranged parts [None/True]; False fetches one
             part at a time, as the original did without it.
         config: an :class:`S3Config` [None: resolved from the environment].
-        prefetch: objects requested ahead of the one being read [64].
+        prefetch: objects requested ahead of the one being read [128].
         max_inflight_bytes: budget for the objects requested ahead [512 MiB].
         **options: any :class:`S3Config` field, overriding ``config``.
 

@@ -87,7 +87,7 @@ class S3IterableDataset(IterableDataset):
             skip_missing: skip an object deleted since the listing, with a ``MissingObjectWarning``
                 [False: raise its S3FileNotFoundError].
             **options: :class:`~torchdata_s3.S3Config` fields (``endpoint_url``, ``region``, ``cache_dir``,
-                ...), ``config=``, and the loader's ``prefetch`` [64] and ``max_inflight_bytes`` [512 MiB].
+                ...), ``config=``, and the loader's ``prefetch`` [128] and ``max_inflight_bytes`` [512 MiB].
 
         Raises:
             InvalidS3UrlError, S3FileNotFoundError (no such bucket), S3PermissionError, S3NetworkError.

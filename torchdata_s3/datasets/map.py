@@ -45,7 +45,7 @@ class S3MapDataset(Dataset):
             url_or_urls: one ``s3://`` prefix or several; their objects follow one another in the given order.
             transform: applied to each object's stream [None: the stream itself].
             **options: :class:`~torchdata_s3.S3Config` fields, ``config=``, and the loader's ``prefetch``
-                [64] and ``max_inflight_bytes`` [512 MiB], which bound a batch's concurrent GETs.
+                [128] and ``max_inflight_bytes`` [512 MiB], which bound a batch's concurrent GETs.
         """
         return cls(DatasetObjects(url_or_urls, from_prefix=True, transform=transform, **options))
 
