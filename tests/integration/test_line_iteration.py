@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
+from torch.utils.data.datapipes.utils.common import StreamWrapper
 
 from torchdata_s3 import S3Client, S3Config, S3FileLoader
 
@@ -72,8 +73,7 @@ def test_lines_are_bytesio_lines(urls: dict[str, str], name: str, door: str) -> 
 
 def test_nothing_is_buffered_above_the_reader_while_lines_are_cut(urls: dict[str, str]) -> None:
     # Through BufferedReader, the raw reader would be a buffer's length (here the object's) ahead.
-    wrapper = loaded(urls["random-bytes"])  # kept: dropping torch's StreamWrapper closes the stream
-    stream = wrapper.file_obj
+    stream = loaded(urls["random-bytes"])
     seen = 0
     for count, line in enumerate(stream):
         seen += len(line)
@@ -105,10 +105,7 @@ def steps(stream: Any, rng: random.Random) -> Iterator[tuple[str, Any]]:
 
 @pytest.mark.parametrize("name", ["random-bytes", "short-lines", "crlf"])
 def test_other_calls_during_the_iteration_see_its_position(urls: dict[str, str], name: str) -> None:
-    # The stream itself, as for io.BytesIO: an iteration of torch's StreamWrapper is a generator, and dropping
-    # one that iterates the stream through BufferedReader closes the stream (as it always did).
-    wrapper = loaded(urls[name])
-    stream = wrapper.file_obj
+    stream = loaded(urls[name])
     reference = io.BytesIO(OBJECTS[name])
     assert list(steps(stream, random.Random(7))) == list(steps(reference, random.Random(7)))
     assert stream.tell() == reference.tell()
@@ -117,8 +114,7 @@ def test_other_calls_during_the_iteration_see_its_position(urls: dict[str, str],
 
 def test_breaking_out_leaves_the_stream_after_the_last_line(urls: dict[str, str]) -> None:
     data = OBJECTS["short-lines"]
-    wrapper = loaded(urls["short-lines"])
-    stream = wrapper.file_obj  # (a loop over the wrapper itself may close the stream on break: see above)
+    stream = loaded(urls["short-lines"])  # the loader's wrapper: a loop left early leaves the stream open
     taken = []
     for line in stream:
         taken.append(line)
@@ -136,6 +132,23 @@ def test_a_stream_closed_during_the_iteration_refuses_the_next_line(urls: dict[s
         next(lines)
     with pytest.raises(ValueError, match="closed file"):
         next(iter(stream))
+
+
+def test_the_loaders_wrapper_is_torchs_with_a_read_loops_calls_direct(urls: dict[str, str]) -> None:
+    data = OBJECTS["short-lines"]
+    stream = loaded(urls["short-lines"])
+    assert isinstance(stream, StreamWrapper) and isinstance(stream.file_obj, io.BufferedReader)
+    assert stream.size == len(data) and stream.url == urls["short-lines"]  # the rest through __getattr__
+    assert stream.readline() == data[: data.index(b"\n") + 1]
+    position = stream.tell()
+    assert stream.read(10) == data[position : position + 10]
+    buffer = bytearray(300_000)
+    got = stream.readinto(buffer)
+    assert buffer[:got] == data[position + 10 : position + 10 + got]
+    rest = b"".join(bytes(chunk) for chunk in iter(stream.read_chunk, None))
+    assert rest == data[position + 10 + got :]
+    stream.close()
+    assert stream.closed and stream.file_obj.closed
 
 
 def test_the_line_iterator_is_made_by_a_stream_only() -> None:

@@ -67,9 +67,7 @@ def random_operation(rng: random.Random, size: int) -> tuple[str, Callable[[Any]
 
         return f"readinto({n})", readinto
     if kind == "next-line":
-        # A line iteration begun and left, of the stream itself: a dropped iteration of torch's StreamWrapper
-        # (a generator) closes the stream whenever that iteration was BufferedReader's own (torch's doing).
-        return "next(iter(f))", lambda f: next(iter(getattr(f, "file_obj", f)), b"")
+        return "next(iter(f))", lambda f: next(iter(f), b"")  # a line iteration begun and left
     if kind == "read1":
         # BytesIO's read1 returns everything; ours returns at least one byte. Compare through read(n).
         return "read(64)", lambda f: f.read(64)

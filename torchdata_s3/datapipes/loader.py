@@ -24,6 +24,7 @@ from ..url import S3Url, parse_s3_url
 from .base import S3IterDataPipe
 from .lister import ListedSizes, S3FileLister
 from .sharding import ShardSpec, as_datapipe, has_sharding_upstream, sources_upstream
+from .wrapper import S3StreamWrapper
 
 __all__ = ["S3FileLoader"]
 
@@ -165,7 +166,7 @@ class S3FileLoader(S3IterDataPipe[tuple[str, StreamWrapper]]):
             for target, stream, error in fetched:
                 if error is not None:
                     raise error  # in input order, when the object is reached, as the original loader did
-                yield target.url, StreamWrapper(stream, name=target.url)
+                yield target.url, S3StreamWrapper(stream, name=target.url)
 
     def __len__(self) -> int:
         total = len(self.source_datapipe)  # counts each prefix as one object, as the original did
