@@ -11,6 +11,8 @@ void bind_object_stream(py::module_& m) {
         .def("__len__", [](const Buffer& b) { return b.chunk.size; });
 
     m.attr("MIN_SCATTERED_READ_BYTES") = kMinScatteredReadBytes;
+    m.def("results_reused", &results_reused,
+          "Large read() results given to a later read() once nobody else held them, over the process's life.");
     m.def("set_scattered_reads", &ScatteredResults::set_enabled, py::arg("enabled"),
           "Process-wide: parts of large objects received straight into read(n)'s results (default) or not.");
     py::class_<PyObjectStream>(m, "ObjectStream", "A binary, forward-only file object over one S3 GetObject.")

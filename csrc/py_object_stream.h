@@ -12,6 +12,7 @@
 
 #include "fresh_memory.h"
 #include "gil_release.h"
+#include "kept_results.h"
 #include "object_stream.h"
 #include "scattered_results.h"
 #include "stream_reader.h"
@@ -228,9 +229,9 @@ public:
             return read_whole_result(want);
         }
         Released passed(*this);
-        PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(want));
-        if (raw == nullptr) throw py::error_already_set();
-        py::object bytes = py::reinterpret_steal<py::object>(raw);
+        uint64_t capacity;
+        py::object bytes = result_for(want, &capacity);  // a large one is a kept one when it can be
+        PyObject* raw = bytes.ptr();
         uint8_t* dst = reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(raw));
         size_t got;
         bool landing_over = true;  // false: a CRT thread may still write into `dst`
@@ -264,6 +265,7 @@ public:
         }
         // The bytes kept for seeking back may be the result's own: they live as long as this stream.
         if (stream_->holds_borrowed_bytes()) landed_results_.append(bytes);
+        if (got == want && landing_over) keep_result(bytes, capacity);  // (a shortened one may have moved)
         return py::reinterpret_steal<py::bytes>(bytes.release());
     }
 

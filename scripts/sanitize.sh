@@ -59,6 +59,7 @@ subset=(
     tests/integration/test_guessed_length_landing.py
     tests/integration/test_scattered_reads.py
     tests/integration/test_line_iteration.py
+    tests/integration/test_kept_results.py
     tests/integration/test_size_hint.py
     tests/integration/test_tls.py::test_bodies_over_tls_are_decrypted_into_messages_and_plain_ones_received_in_place
     tests/integration/test_requester_pays.py
