@@ -10,6 +10,9 @@ struct Kept {
     uint64_t capacity;  // what its memory holds (its size may have been shortened since)
 };
 
+// Only the most recent are looked at: results their readers still hold are skipped, and are most of the oldest.
+constexpr size_t kLooked = 64;
+
 // Process-wide, touched only with the GIL held; never destroyed (the interpreter may be gone by then).
 std::deque<Kept>& kept() {
     static std::deque<Kept>* results = new std::deque<Kept>();
@@ -36,7 +39,8 @@ void forget_hash(PyObject* result) {
 py::object result_for(uint64_t size, uint64_t* capacity) {
     if (size >= kMinKeptResultBytes) {
         std::deque<Kept>& results = kept();
-        for (auto it = results.rbegin(); it != results.rend(); ++it) {
+        size_t looked = 0;
+        for (auto it = results.rbegin(); it != results.rend() && looked < kLooked; ++it, ++looked) {
             // Sole holder, and filled at least half: shortening in place wastes no more than that.
             if (Py_REFCNT(it->result) != 1 || it->capacity < size || it->capacity / 2 > size) continue;
             PyObject* result = it->result;

@@ -5,78 +5,12 @@
 #include <iterator>
 
 #include "gil_release.h"
+#include "kept_results.h"
 
 namespace torchdata_s3 {
 namespace {
 
-// Results the streams are past, kept for reuse once nobody else holds them. Fresh `bytes` for every block
-// cost a page fault per 4 KiB received: glibc hands 1 MiB chunks freed in a stream's order back to the
-// kernel (the heap's top is trimmed past twice the mmap threshold) and faults them in again, about 235,000
-// faults per GiB read (measured, fast endpoint), which took read(1 MiB) from 0.39 to 0.95 CPU s/GB.
-// Process-wide, touched only with the GIL held; never destroyed (the interpreter may be gone by then).
-class Recycled {
-public:
-    // A result of `size` bytes nothing else refers to, its cached hash forgotten (it is refilled), or None.
-    py::object take(uint64_t size) {
-        size_t looked = 0;
-        for (auto it = blocks_.rbegin(); it != blocks_.rend() && looked < kScan; ++it, ++looked) {
-            PyObject* block = *it;
-            if (static_cast<uint64_t>(PyBytes_GET_SIZE(block)) != size || Py_REFCNT(block) != 1) continue;
-            blocks_.erase(std::next(it).base());
-            bytes_ -= size;
-            forget_hash(block);
-            return py::reinterpret_steal<py::object>(block);
-        }
-        return py::none();
-    }
-
-    // Keeps `result` for reuse (its reader may still hold it: it is reused only once the reader let go).
-    void give_back(py::object result) {
-        bytes_ += static_cast<uint64_t>(PyBytes_GET_SIZE(result.ptr()));
-        blocks_.push_back(result.release().ptr());
-        while (bytes_ > kBytes) {
-            PyObject* oldest = blocks_.front();
-            blocks_.pop_front();
-            bytes_ -= static_cast<uint64_t>(PyBytes_GET_SIZE(oldest));
-            Py_DECREF(oldest);
-        }
-    }
-
-    static Recycled& instance() {
-        static Recycled* recycled = new Recycled();
-        return *recycled;
-    }
-
-private:
-    // As many as a read window of 1 MiB results: what one stream passes while the next is planned.
-    static constexpr uint64_t kBytes = 64 * 1024 * 1024;
-    static constexpr size_t kScan = 64;  // the most recent ones: results a reader still holds are skipped
-
-    static void forget_hash(PyObject* block) {
-#if defined(__GNUC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-#endif
-        // bytes cache their hash (ob_shash; deprecated in 3.13, still there): this one's content changes.
-        reinterpret_cast<PyBytesObject*>(block)->ob_shash = -1;
-#if defined(__GNUC__)
-#pragma GCC diagnostic pop
-#endif
-    }
-
-    std::deque<PyObject*> blocks_;
-    uint64_t bytes_ = 0;
-};
-
 std::atomic<bool> enabled{true};
-
-py::object new_result(uint64_t size) {
-    py::object reused = Recycled::instance().take(size);
-    if (!reused.is_none()) return reused;
-    PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
-    if (raw == nullptr) throw py::error_already_set();
-    return py::reinterpret_steal<py::object>(raw);
-}
 
 }  // namespace
 
@@ -103,10 +37,11 @@ void ScatteredResults::plan(ObjectStream& stream, uint64_t ahead_bytes) {
     const uint64_t until = std::min(size, part_end(stream.window_end() + ahead_bytes + part));
     for (uint64_t at = from; at < until;) {
         const uint64_t length = std::min(block, size - at);
-        py::object bytes = new_result(length);
+        uint64_t capacity;
+        py::object bytes = result_for(length, &capacity);
         stream.scatter_into(at, reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(bytes.ptr())),
                             static_cast<size_t>(length));
-        planned_.push_back(Planned{at, std::move(bytes)});
+        planned_.push_back(Planned{at, std::move(bytes), capacity});
         at += length;
     }
 }
@@ -141,7 +76,7 @@ void ScatteredResults::release_passed(ObjectStream& stream) {
     while (!planned_.empty() &&
            planned_.front().first + static_cast<uint64_t>(PyBytes_GET_SIZE(planned_.front().bytes.ptr())) <=
                kept_from) {
-        Recycled::instance().give_back(std::move(planned_.front().bytes));
+        keep_result(planned_.front().bytes, planned_.front().capacity);
         planned_.pop_front();
     }
 }
@@ -157,7 +92,7 @@ py::object ScatteredResults::owner_of(const uint8_t* data) const {
 void ScatteredResults::drop(bool may_free) {
     for (Planned& planned : planned_) {
         if (may_free) {
-            Recycled::instance().give_back(std::move(planned.bytes));
+            keep_result(planned.bytes, planned.capacity);
         } else {
             planned.bytes.release();  // never free (or reuse) what a CRT thread may write
         }

@@ -56,6 +56,7 @@ private:
     struct Planned {
         uint64_t first;  // object offset of its first byte
         py::object bytes;
+        uint64_t capacity;  // what its memory holds (kept_results.h)
     };
     std::deque<Planned> planned_;
 };
