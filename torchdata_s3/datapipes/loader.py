@@ -58,9 +58,9 @@ class S3FileLoader(S3IterDataPipe[tuple[str, StreamWrapper]]):
     of itself ahead, an object of unknown size one part. The object being read may buffer up to
     ``read_window_bytes`` ahead of the reader. So the loader holds at most ``max(max_inflight_bytes,
     read_window_bytes) + read_window_bytes`` of downloaded data, whatever the objects' sizes (one object is
-    always requested ahead, even if its window alone exceeds the budget); the process keeps up to 64 MiB of
-    read() results it can receive parts into again, and up to 128 MiB of large read() results nobody holds
-    any more (docs/streams.md). Objects are yielded in input order.
+    always requested ahead, even if its window alone exceeds the budget); the process keeps up to 128 MiB of
+    read() results nobody holds any more, to receive into again (docs/streams.md). Objects are yielded in
+    input order.
     Of ``max_inflight_bytes`` the loader expects to use what six of the endpoint's round trips (measured by
     the CRT on real requests) at ``throughput_target_gbps`` need, at least two parts: all of it against S3,
     two parts against a server next door, where read-ahead memory costs more to fault in than the latency it
