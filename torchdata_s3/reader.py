@@ -267,6 +267,24 @@ class ObjectReader(io.RawIOBase):
         return landed
 
     @_remembers_failure
+    def read_result(self, size: int) -> Optional[bytes]:
+        """``read(size)`` at the position into a result of its own (one kept for reuse when one fits), when
+        the GET read in order is at the position and delivers all of it; else None and nothing read. What
+        take_landed leaves (an object's first part, asked for before its size was known, is in pool buffers):
+        BufferedReader would copy it into a fresh ``bytes``, fresh memory each time."""
+        self._check_open()
+        if self._lines is not None:
+            self._settle_lines()
+        source = self._source
+        if source is None or source.done or not source.widened or source.position != self._pos:
+            return None
+        if self._size is None or (source.end is not None and source.end < self._pos + size):
+            return None  # a range that ends before: the general path goes on past it
+        data = source.stream.read(min(size, self._size - self._pos))
+        self._pos += len(data)
+        return data
+
+    @_remembers_failure
     def readall(self) -> bytes:
         self._check_open()
         self._settle_lines()
@@ -605,8 +623,11 @@ class S3ObjectStream(io.BufferedReader):
             # At the end (the read loop's last call, once per object): nothing to look for.
             return b""
         if size is not None and size >= _core.MIN_SCATTERED_READ_BYTES and self.raw.tell() == position:
-            # Nothing buffered here: the download may have been received straight into this read's result.
+            # Nothing buffered here: the download may have been received straight into this read's result, or
+            # else is copied once into one (kept_results.h: not fresh memory each time).
             landed = self.raw.take_landed(size)
+            if landed is None and known is not None and size < known - position:
+                landed = self.raw.read_result(size)
             if landed is not None:
                 self.tell()  # BufferedReader caches the raw position for its seek fast path: show it moved
                 return landed
