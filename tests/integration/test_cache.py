@@ -15,7 +15,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Union
 
 import pytest
 from torch.utils.data.datapipes.iter import IterableWrapper
@@ -62,14 +62,19 @@ def temp_files(cache_dir: Path) -> list[Path]:
 
 
 def epoch(
-    inputs: list[str], cache_dir: Path, piece: Optional[int] = None, **options: Any
+    inputs: list[str], cache_dir: Path, piece: Union[int, str, None] = None, **options: Any
 ) -> dict[str, tuple[bytes, int, Any]]:
-    """Reads every object, whole or in pieces of `piece` bytes: ``{url: (bytes, bytes fetched from S3, stream
-    type)}``."""
+    """Reads every object, whole, in pieces of `piece` bytes or line by line (``"lines"``): ``{url: (bytes,
+    bytes fetched from S3, stream type)}``."""
     options = {"part_size_bytes": PART, "retain_bytes": RETAIN, **options}
     results = {}
     for url, stream in S3FileLoader(IterableWrapper(inputs), cache_dir=str(cache_dir), **options):
-        data = stream.read() if piece is None else b"".join(iter(functools.partial(stream.read, piece), b""))
+        if piece is None:
+            data = stream.read()
+        elif piece == "lines":
+            data = b"".join(stream)
+        else:
+            data = b"".join(iter(functools.partial(stream.read, piece), b""))
         results[url] = (data, stream.bytes_fetched, type(stream.file_obj))
         stream.close()
     return results
@@ -82,11 +87,12 @@ def entry_files(cache_dir: Path) -> list[Path]:
 SIZES = [1, 1000, PART - 1, PART + 1, 3 * PART + 5, RETAIN + 7, 3 * MiB + 1]
 
 
-# Pieces of a part: the parts are received straight into read()'s results, which must reach the cache too.
-@pytest.mark.parametrize("piece", [None, PART], ids=["whole", "pieces"])
+# Pieces of a part: the parts are received straight into read()'s results, which must reach the cache too;
+# lines: iterating a stream cuts them natively, except where the cache must see the bytes.
+@pytest.mark.parametrize("piece", [None, PART, "lines"], ids=["whole", "pieces", "lines"])
 @pytest.mark.parametrize("listed", [True, False], ids=["listing", "urls"])
 def test_second_epoch_comes_from_disk_byte_exact(  # type: ignore[no-untyped-def]
-    boto_s3, bucket: str, tmp_path: Path, listed: bool, piece: Optional[int]
+    boto_s3, bucket: str, tmp_path: Path, listed: bool, piece: Union[int, str, None]
 ) -> None:
     objects = put_dataset(boto_s3, bucket, SIZES)
     inputs = [f"s3://{bucket}/data/"] if listed else list(objects)

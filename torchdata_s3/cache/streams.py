@@ -63,6 +63,18 @@ class WriteThroughReader(ObjectReader):
             self._record(start, memoryview(chunk).cast("B"))
         return chunk
 
+    def read_result(self, size: int) -> Optional[bytes]:
+        start = self.tell()
+        data = super().read_result(size)
+        if data is not None:
+            self._record(start, memoryview(data))
+        return data
+
+    def line_stream(self, wanted: int) -> Optional[_core.ObjectStream]:
+        """None: lines cut natively would never pass through here to be written; lines then come through
+        readinto, which writes them."""
+        return None
+
     def close(self) -> None:
         if self._writer is not None:
             self._writer.abandon()
@@ -146,6 +158,14 @@ class CachedObjectReader(io.RawIOBase):
 
     def take_landed(self, size: int) -> Optional[bytes]:
         """ObjectReader.take_landed: bytes read from the cache file were never received into results."""
+        return None
+
+    def read_result(self, size: int) -> Optional[bytes]:
+        """ObjectReader.read_result: None, the file's blocks are read (and checked) by readinto."""
+        return None
+
+    def line_stream(self, wanted: int) -> Optional[_core.ObjectStream]:
+        """ObjectReader.line_stream: None, there is no download to cut lines from."""
         return None
 
     def readable(self) -> bool:
