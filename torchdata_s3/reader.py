@@ -8,7 +8,7 @@ positions, what to keep and when to fetch again is made here.
 Where the bytes for a read at position ``p`` come from, in order:
 
 1. The current GET, when ``p`` is where it stands: the common, sequential case, one copy into the caller's
-   buffer; none for ``read(n)`` in pieces of a size the download was received into (``take_landed``,
+   buffer; none for ``read(n)`` in pieces of a size the download was received into (``read_in_order``,
    csrc/scattered_results.h).
 2. Bytes the current GET already delivered and still holds: an object up to ``retain_bytes`` is held whole
    once read (any seek, any number of times, one GET); a larger one holds the last part it read.
@@ -253,34 +253,24 @@ class ObjectReader(io.RawIOBase):
             return got
 
     @_remembers_failure
-    def take_landed(self, size: int) -> Optional[bytes]:
-        """``read(size)`` at the position when the download was received straight into a result of that size
-        (no copy), else None and nothing read. Only on the GET read in order, once it is being read."""
+    def read_in_order(self, size: int) -> Optional[bytes]:
+        """``read(size)`` at the position from the GET read in order, once it is being read, without a buffer
+        in between: the result the download was received straight into (no copy), or else, for a read that
+        ends before the object does and within what the GET asked for, one copy into a result of its own (a
+        kept one when one fits, kept_results.h: an object's first part, asked for before its size was known,
+        is in pool buffers, and BufferedReader would copy it into fresh memory each time). None and nothing
+        read otherwise."""
         self._check_open()
         self._settle_lines()
         source = self._source
         if source is None or source.done or not source.widened or source.position != self._pos:
             return None
-        landed = source.stream.take_landed(size)
-        if landed is not None:
-            self._pos += len(landed)
-        return landed
-
-    @_remembers_failure
-    def read_result(self, size: int) -> Optional[bytes]:
-        """``read(size)`` at the position into a result of its own (one kept for reuse when one fits), when
-        the GET read in order is at the position and delivers all of it; else None and nothing read. What
-        take_landed leaves (an object's first part, asked for before its size was known, is in pool buffers):
-        BufferedReader would copy it into a fresh ``bytes``, fresh memory each time."""
-        self._check_open()
-        if self._lines is not None:
-            self._settle_lines()
-        source = self._source
-        if source is None or source.done or not source.widened or source.position != self._pos:
-            return None
-        if self._size is None or (source.end is not None and source.end < self._pos + size):
-            return None  # a range that ends before: the general path goes on past it
-        data = source.stream.read(min(size, self._size - self._pos))
+        data = source.stream.take_landed(size)
+        if data is None:
+            end = self._pos + size
+            if self._size is None or end >= self._size or (source.end is not None and source.end < end):
+                return None  # the rest of the object (one read of it elsewhere), or past what this GET asked
+            data = source.stream.read(size)
         self._pos += len(data)
         return data
 
@@ -625,9 +615,7 @@ class S3ObjectStream(io.BufferedReader):
         if size is not None and size >= _core.MIN_SCATTERED_READ_BYTES and self.raw.tell() == position:
             # Nothing buffered here: the download may have been received straight into this read's result, or
             # else is copied once into one (kept_results.h: not fresh memory each time).
-            landed = self.raw.take_landed(size)
-            if landed is None and known is not None and size < known - position:
-                landed = self.raw.read_result(size)
+            landed = self.raw.read_in_order(size)
             if landed is not None:
                 self.tell()  # BufferedReader caches the raw position for its seek fast path: show it moved
                 return landed
@@ -685,9 +673,8 @@ class S3ObjectStream(io.BufferedReader):
     def __iter__(self) -> Iterator[bytes]:
         """Lines, as of any binary file: cut natively from the download while nothing else reads the stream
         (then through BufferedReader, from wherever that left the stream)."""
-        if (
-            self.raw.tell() == self.tell()
-        ):  # nothing buffered here (and the stream is open: both raise if not)
+        # Nothing buffered here? (Both tell() calls raise if the stream is closed.)
+        if self.raw.tell() == self.tell():
             stream = self.raw.line_stream(self._buffer_bytes)
             if stream is not None:
                 return _core.lines(stream, self.readline)

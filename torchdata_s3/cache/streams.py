@@ -49,12 +49,12 @@ class WriteThroughReader(ObjectReader):
         self._record(start, memoryview(data))
         return data
 
-    def take_landed(self, size: int) -> Optional[bytes]:
+    def read_in_order(self, size: int) -> Optional[bytes]:
         start = self.tell()
-        landed = super().take_landed(size)
-        if landed is not None:
-            self._record(start, memoryview(landed))
-        return landed
+        data = super().read_in_order(size)
+        if data is not None:
+            self._record(start, memoryview(data))
+        return data
 
     def read_chunk(self) -> Optional[Union[_core.Buffer, bytes]]:
         start = self.tell()
@@ -62,13 +62,6 @@ class WriteThroughReader(ObjectReader):
         if chunk is not None:
             self._record(start, memoryview(chunk).cast("B"))
         return chunk
-
-    def read_result(self, size: int) -> Optional[bytes]:
-        start = self.tell()
-        data = super().read_result(size)
-        if data is not None:
-            self._record(start, memoryview(data))
-        return data
 
     def line_stream(self, wanted: int) -> Optional[_core.ObjectStream]:
         """None: lines cut natively would never pass through here to be written; lines then come through
@@ -156,12 +149,8 @@ class CachedObjectReader(io.RawIOBase):
         if self._s3 is not None:
             self._s3.expect_read(end)
 
-    def take_landed(self, size: int) -> Optional[bytes]:
-        """ObjectReader.take_landed: bytes read from the cache file were never received into results."""
-        return None
-
-    def read_result(self, size: int) -> Optional[bytes]:
-        """ObjectReader.read_result: None, the file's blocks are read (and checked) by readinto."""
+    def read_in_order(self, size: int) -> Optional[bytes]:
+        """ObjectReader.read_in_order: None, the file's blocks are read (and checked) by readinto."""
         return None
 
     def line_stream(self, wanted: int) -> Optional[_core.ObjectStream]:
