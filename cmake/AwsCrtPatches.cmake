@@ -1174,7 +1174,9 @@ _crt_replace("aws-c-s3/source/s3_meta_request.c"
 # Measured: one HMAC through OpenSSL 3 (context made, keyed, fed, finished, freed) 1.8-2.2 us on the 2-core AMD VM,
 # so 7-9 us of event-loop CPU per request: per 110 kB object about 2-3% of a small GET's process CPU. In
 # 6 alternating pairs of fresh processes (2,000 x 110 kB through the loader, `fast`), the event-loop threads'
-# CPU per object went 150 -> 143 us (medians; single rounds vary 108-189).
+# CPU per object went 150 -> 143 us (medians; single rounds vary 108-189). Counted by callgrind (all threads of
+# a process reading 110 kB objects one after another through the native stream, 100 against 500 objects, twice):
+# 372,000 -> 296,000 instructions per object, 20% fewer.
 # Tests: tests/integration/test_credential_refresh.py, whose keys rotate every few seconds under load on the same
 # client's threads while moto checks every signature (with the secret left out of the comparison, the first
 # request after a rotation failed with SignatureDoesNotMatch: checked), and test_credentials.py.
