@@ -1251,3 +1251,98 @@ static int s_compute_sigv4_signing_key(struct aws_signing_state_aws *state, stru
 static int s_derive_sigv4_signing_key(struct aws_signing_state_aws *state, struct aws_byte_buf *dest) {
     /* dest should be empty */
 ")
+
+# aws-c-s3: the number of connections a client uses at once can be lowered (and raised again) while it runs.
+#
+# The CRT fixes it when the client is made (from the throughput target, or `max_active_connections_override`).
+# The right number depends on where the bytes come from, which the client learns only by reading: on a near
+# endpoint that is bound by CPU, two connections read large objects 14% faster at 10% less CPU per GB than the
+# default pool (docs/benchmarks.md, run 33), while an endpoint that limits each connection's rate reads at 0.45x
+# with two. So torchdata_s3 measures the rate as it reads and moves the limit (csrc/connection_tuner.cpp).
+# The limit only ever lowers the client's own number: the endpoint's connection pool is still sized from the
+# number without it, when the endpoint is first used, so raising the limit back never waits on a pool too small.
+# Raising it asks the client's work loop to run, so waiting requests start without waiting for another event.
+# The tuner also reads how many requests hold connections (the CRT's own count), so that a limit far above what
+# the reader keeps busy comes down in one step.
+# Test: tests/integration/test_connection_tuner.py.
+_crt_insert_after("aws-c-s3/include/aws/s3/private/s3_client_impl.h"
+"    const uint32_t max_active_connections_override;
+"
+"
+    /* torchdata_s3 patch (cmake/AwsCrtPatches.cmake): 0, or a lower limit on the connections in use at once that
+     * aws_s3_client_limit_active_connections may change at any time. */
+    struct aws_atomic_var active_connections_limit;
+")
+_crt_replace("aws-c-s3/include/aws/s3/s3_client.h"
+"AWS_EXTERN_C_END
+AWS_POP_SANE_WARNING_LEVEL
+
+#endif /* AWS_S3_CLIENT_H */"
+"/* torchdata_s3 patch (cmake/AwsCrtPatches.cmake): limits the connections the client uses at once to `limit`
+ * (0: no limit beyond the client's configuration), from any thread, at any time. It never raises the number the
+ * client was configured with, which it returns. Requests on connections beyond a lowered limit finish; no new
+ * ones start there. */
+AWS_S3_API
+uint32_t aws_s3_client_limit_active_connections(struct aws_s3_client *client, uint32_t limit);
+
+/* torchdata_s3 patch (cmake/AwsCrtPatches.cmake): how many of the client's requests hold (or are being given) a
+ * connection now. */
+AWS_S3_API
+uint32_t aws_s3_client_requests_on_connections(struct aws_s3_client *client);
+
+AWS_EXTERN_C_END
+AWS_POP_SANE_WARNING_LEVEL
+
+#endif /* AWS_S3_CLIENT_H */")
+_crt_replace("aws-c-s3/source/s3_client.c"
+"uint32_t aws_s3_client_get_max_active_connections(
+    struct aws_s3_client *client,
+    struct aws_s3_meta_request *meta_request) {
+    AWS_PRECONDITION(client);
+"
+"/* torchdata_s3 patch (cmake/AwsCrtPatches.cmake): upstream's aws_s3_client_get_max_active_connections, renamed;
+ * the endpoint's connection pool is sized from it, the run-time limit is applied on top (below). */
+static uint32_t s_get_configured_max_active_connections(
+    struct aws_s3_client *client,
+    struct aws_s3_meta_request *meta_request) {
+    AWS_PRECONDITION(client);
+")
+_crt_insert_after("aws-c-s3/source/s3_client.c"
+"    return max_active_connections;
+}
+"
+"
+uint32_t aws_s3_client_get_max_active_connections(
+    struct aws_s3_client *client,
+    struct aws_s3_meta_request *meta_request) {
+    uint32_t max_active_connections = s_get_configured_max_active_connections(client, meta_request);
+    uint32_t limit = (uint32_t)aws_atomic_load_int(&client->active_connections_limit);
+    return limit > 0 ? aws_min_u32(limit, max_active_connections) : max_active_connections;
+}
+
+uint32_t aws_s3_client_limit_active_connections(struct aws_s3_client *client, uint32_t limit) {
+    AWS_PRECONDITION(client);
+    size_t previous = aws_atomic_exchange_int(&client->active_connections_limit, limit);
+    if (previous != 0 && (limit == 0 || limit > previous)) {
+        aws_s3_client_schedule_process_work(client);
+    }
+    return s_get_configured_max_active_connections(client, NULL);
+}
+")
+_crt_insert_after("aws-c-s3/source/s3_client.c"
+"    return num_requests_network_io;
+}
+"
+"
+uint32_t aws_s3_client_requests_on_connections(struct aws_s3_client *client) {
+    return s_s3_client_get_num_requests_network_io(client, AWS_S3_META_REQUEST_TYPE_MAX);
+}
+")
+_crt_insert_after("aws-c-s3/source/s3_client.c"
+"    aws_atomic_init_int(&client->stats.num_requests_in_flight, 0);
+"
+"    aws_atomic_init_int(&client->active_connections_limit, 0); /* torchdata_s3 patch: no run-time limit yet */
+")
+_crt_replace("aws-c-s3/source/s3_client.c"
+"                .max_connections = aws_s3_client_get_max_active_connections(client, NULL),"
+"                .max_connections = s_get_configured_max_active_connections(client, NULL),")

@@ -242,6 +242,16 @@ PYBIND11_MODULE(_core, m) {
     bind_line_iterator(m);
     bind_object_upload(m);
 
+    py::class_<ConnectionTuner, std::shared_ptr<ConnectionTuner>>(
+        m, "ConnectionTuner", "How many connections a client uses at once, learned from its rate (connection_tuner.h).")
+        .def(py::init([](uint32_t configured) { return std::make_shared<ConnectionTuner>(nullptr, configured); }),
+             py::arg("configured"), "A tuner that only decides (no client): for tests of its rules.")
+        .def("on_delivered_at", &ConnectionTuner::on_delivered_at, py::arg("bytes"), py::arg("now_ns"),
+             py::arg("in_use"), "A delivery of `bytes` made at `now_ns`, with `in_use` requests on connections.")
+        .def_property_readonly("limit", &ConnectionTuner::limit)
+        .def_property_readonly("windows", &ConnectionTuner::windows)
+        .def_property_readonly("probes_kept", &ConnectionTuner::probes_kept);
+
     py::class_<NodeBudget, std::shared_ptr<NodeBudget>>(
         m, "NodeBudget", "Bytes buffered by every process of the node sharing one budget file (node_budget.h).")
         .def(py::init([](const std::string& path, uint64_t limit_bytes, uint64_t reserve_bytes) {
@@ -277,6 +287,9 @@ PYBIND11_MODULE(_core, m) {
         .def_property_readonly("pacing_rate", &S3Client::pacing_rate,
                                "Requests per second the client paces at since the endpoint throttled; 0: unpaced.")
         .def_property_readonly("node_budget", &S3Client::budget, "The node's memory budget, or None.")
+        .def_property_readonly("connection_limit", &S3Client::connection_limit,
+                               "Connections the client may use at once now (its tuner's limit, if it tunes).")
+        .def_property_readonly("connection_tuner", &S3Client::tuner, "The connection tuner, or None without tuning.")
         .def_property_readonly("landed_bytes", &S3Client::landed_bytes,
                                "Bytes received straight into a read()'s result, with no copy out of the pool.")
         .def(py::init([](const std::string& region, const std::string& endpoint_scheme,
@@ -290,7 +303,7 @@ PYBIND11_MODULE(_core, m) {
                          uint16_t proxy_port, const std::string& proxy_username, const std::string& proxy_password,
                          uint64_t multipart_threshold_bytes, bool requester_pays, uint32_t retry_backoff_ms,
                          bool adaptive_rate, uint32_t max_throttle_retries, const std::string& node_budget_path,
-                         uint64_t node_budget_bytes) {
+                         uint64_t node_budget_bytes, bool tune_connections) {
                  ClientOptions o;
                  o.region = region;
                  o.endpoint_scheme = endpoint_scheme;
@@ -324,6 +337,7 @@ PYBIND11_MODULE(_core, m) {
                  o.max_throttle_retries = max_throttle_retries;
                  o.node_budget_path = node_budget_path;
                  o.node_budget_bytes = node_budget_bytes;
+                 o.tune_connections = tune_connections;
                  return make_client(std::move(o));
              }),
              py::kw_only(), py::arg("region"), py::arg("endpoint_scheme"), py::arg("endpoint_host"),
@@ -335,7 +349,8 @@ PYBIND11_MODULE(_core, m) {
              py::arg("event_loop_threads") = 0, py::arg("proxy_host") = "", py::arg("proxy_port") = 0,
              py::arg("proxy_username") = "", py::arg("proxy_password") = "", py::arg("multipart_threshold_bytes") = 0,
              py::arg("requester_pays") = false, py::arg("retry_backoff_ms") = 0, py::arg("adaptive_rate") = false,
-             py::arg("max_throttle_retries") = 0, py::arg("node_budget_path") = "", py::arg("node_budget_bytes") = 0)
+             py::arg("max_throttle_retries") = 0, py::arg("node_budget_path") = "", py::arg("node_budget_bytes") = 0,
+             py::arg("tune_connections") = false)
         .def(
             "list_objects_v2",
             [](S3Client& client, const std::string& bucket, const std::string& prefix, const std::string& delimiter,

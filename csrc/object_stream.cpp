@@ -95,6 +95,8 @@ struct ObjectStream::Shared : RequestState {
     // For pinning pool buffers. Never the last reference: the stream holds the client while callbacks can
     // add chunks, and its destructor empties the queue (see ~ObjectStream).
     std::weak_ptr<S3Client> client;
+    // The client's connection tuner (or null): told of each part delivered, outside `mutex`.
+    std::shared_ptr<ConnectionTuner> tuner;
 
 protected:
     void on_failed_locked() override { queue.clear(); }  // a failed stream hands out no further byte
@@ -305,7 +307,10 @@ int on_headers(aws_s3_meta_request*, const aws_http_headers* headers, int respon
 int on_body(aws_s3_meta_request*, const aws_byte_cursor* body, const aws_s3_meta_request_receive_body_extra_info info,
             void* user_data) {
     try {
-        return on_body_unguarded(body, info, shared_of(user_data));
+        ObjectStream::Shared* shared = shared_of(user_data);
+        const int result = on_body_unguarded(body, info, shared);
+        if (result == AWS_OP_SUCCESS && body->len != 0 && shared->tuner) shared->tuner->on_delivered(body->len);
+        return result;
     } catch (const std::exception&) {
         return aws_raise_error(AWS_ERROR_OOM);
     }
@@ -355,6 +360,7 @@ ObjectStream::ObjectStream(std::shared_ptr<S3Client> client, GetObjectRequest re
     shared_->bucket = request_.bucket;
     shared_->key = request_.key;
     shared_->client = client_;
+    shared_->tuner = client_->tuner();
     shared_->next_body_offset = request_.has_range ? request_.range_start : 0;
     shared_->suffix_range = request_.suffix_bytes != 0;
 }

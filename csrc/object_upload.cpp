@@ -27,6 +27,7 @@ struct ObjectUpload::Shared : RequestState {
     bool create_in_flight = false;
     uint64_t acknowledged_bytes = 0;
     std::string etag;
+    std::shared_ptr<ConnectionTuner> tuner;  // the client's (or null): told of each part sent, outside `mutex`
 
     ~Shared() override {
         if (body_stream != nullptr) aws_input_stream_release(body_stream);
@@ -57,9 +58,12 @@ int on_headers(aws_s3_meta_request*, const aws_http_headers* headers, int status
 // Each completed part (or the single PUT) reports its bytes: they left our memory for good.
 void on_progress(aws_s3_meta_request*, const aws_s3_meta_request_progress* progress, void* user_data) {
     ObjectUpload::Shared* shared = shared_of(user_data);
-    std::lock_guard<std::mutex> lock(shared->mutex);
-    shared->acknowledged_bytes += progress->bytes_transferred;
-    shared->changed.notify_all();
+    {
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        shared->acknowledged_bytes += progress->bytes_transferred;
+        shared->changed.notify_all();
+    }
+    if (shared->tuner && progress->bytes_transferred != 0) shared->tuner->on_delivered(progress->bytes_transferred);
 }
 
 void on_finish(aws_s3_meta_request*, const aws_s3_meta_request_result* result, void* user_data) {
@@ -110,6 +114,7 @@ ObjectUpload::ObjectUpload(std::shared_ptr<S3Client> client, PutObjectRequest re
     shared_->operation = "PutObject";
     shared_->bucket = request_.bucket;
     shared_->key = request_.key;
+    shared_->tuner = client_->tuner();
 }
 
 std::shared_ptr<ObjectUpload> ObjectUpload::start(std::shared_ptr<S3Client> client, PutObjectRequest request) {

@@ -104,7 +104,6 @@ S3Client::S3Client(ClientOptions options)
       runtime_(CrtRuntime::for_this_process(options_.event_loop_threads)),
       creator_pid_(getpid()),
       shutdown_(new ShutdownWaiter()) {
-    aws_allocator* alloc = runtime_->allocator();
     if (options_.endpoint_host.empty()) throw std::invalid_argument("the S3 endpoint host is empty");
     if (options_.endpoint_scheme != "http" && options_.endpoint_scheme != "https") {
         throw std::invalid_argument("endpoint scheme must be http or https, not '" + options_.endpoint_scheme + "'");
@@ -253,6 +252,8 @@ void S3Client::create_client() {
     if (tunnel) aws_http_proxy_strategy_release(tunnel);  // likewise
     if (use_tls) aws_tls_connection_options_clean_up(&tls_connection);
     if (!client_) throw_crt_error("creating the S3 client");
+    configured_connections_ = aws_s3_client_limit_active_connections(client_, 0);
+    if (options_.tune_connections) tuner_ = std::make_shared<ConnectionTuner>(client_, configured_connections_);
 }
 
 S3Client::~S3Client() {

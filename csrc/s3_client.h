@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "connection_tuner.h"
 #include "crt_runtime.h"
 #include "node_budget.h"
 #include "proxy_tunnel.h"
@@ -44,6 +45,7 @@ struct ClientOptions {
     uint64_t multipart_threshold_bytes = 0;  // uploads above this many bytes are multipart; 0: the part size
     double throughput_target_gbps = 0;       // 0: the CRT's default (10 Gbps)
     uint32_t max_connections = 0;            // 0: the CRT's choice for the throughput target
+    bool tune_connections = false;           // learn how many of them to use from the rate (connection_tuner.h)
     uint64_t memory_limit_bytes = 0;         // 0: the CRT's choice for the throughput target
     uint64_t read_window_bytes = 0;          // what each stream may buffer ahead of its reader (required)
 
@@ -128,6 +130,10 @@ public:
     double pacing_rate() const { return pacer_ ? pacer_->rate() : 0; }
     // The pacer, or null without adaptive_rate: requests consult it while they wait (meta_request.h).
     const std::shared_ptr<SendPacer>& pacer() const { return pacer_; }
+    // The connection tuner, or null without tune_connections: GETs and uploads report their deliveries to it.
+    const std::shared_ptr<ConnectionTuner>& tuner() const { return tuner_; }
+    // The connections the client may use at once now (the configured number, or the tuner's limit).
+    uint32_t connection_limit() const { return tuner_ ? tuner_->limit() : configured_connections_; }
     // The node's memory budget, or null: streams and uploads take what they buffer from it.
     const std::shared_ptr<NodeBudget>& budget() const { return budget_; }
 
@@ -152,6 +158,8 @@ private:
     std::unique_ptr<ProxyWatch> proxy_watch_;  // through a proxy over TLS only; kept like tls_watch_
     std::shared_ptr<SendPacer> pacer_;         // with adaptive_rate; kept like tls_watch_
     std::shared_ptr<NodeBudget> budget_;
+    uint32_t configured_connections_ = 0;
+    std::shared_ptr<ConnectionTuner> tuner_;
 };
 
 }  // namespace torchdata_s3

@@ -70,6 +70,8 @@ subset=(
     tests/integration/test_copy.py
     tests/integration/test_file_transfer.py
     tests/integration/test_delete_many.py
+    tests/unit/test_connection_tuner.py
+    tests/integration/test_connection_tuner.py
     tests/fsspec/test_filesystem.py::test_info_and_ls_answer_with_s3fs_keys
     "tests/integration/test_tls.py::test_listing_and_loading_small_and_multipart_objects_over_tls[ca_file]"
     tests/integration/test_tls.py::test_an_untrusted_certificate_fails_fast_naming_the_cause_and_the_fix

@@ -58,6 +58,11 @@ class S3Config:
         throughput_target_gbps: what the CRT sizes its connection pool for: max(10, gbps / 0.4)
             connections [50.0: 125 connections, about the loader's 128 small objects in flight].
         max_connections: cap on connections per client [None: CRT's choice from the throughput target].
+        tune_connections: learn how many of those connections to use at once from the rate bytes move at,
+            fewer while the rate holds and more while it grows [False: all of them]. A near endpoint bound by
+            CPU moves more bytes, at less CPU per byte, through a few; a far one needs them all. Not the
+            default: in the benchmark's processes (1-4 GiB each) it did not beat using all of them
+            (docs/configuration.md, "Connections").
         memory_limit_bytes: cap on the CRT's part buffers, at least 256 MiB [None: the CRT's choice for
             the throughput target, 4 GiB at 25-75 Gbps]. Memory is taken as parts arrive, not up front. The
             buffers also hold bytes handed to readers without copying, up to half of what the CRT does not
@@ -132,6 +137,7 @@ class S3Config:
     part_size_bytes: int = 8 * MiB
     throughput_target_gbps: float = 50.0
     max_connections: Optional[int] = None
+    tune_connections: bool = False
     memory_limit_bytes: Optional[int] = None
     read_window_bytes: int = 64 * MiB
     load_window_bytes: int = 256 * MiB
@@ -224,6 +230,8 @@ class S3Config:
             )
         if not isinstance(self.direct_io_downloads, bool):
             raise ValueError(f"direct_io_downloads must be True or False, got {self.direct_io_downloads!r}")
+        if not isinstance(self.tune_connections, bool):
+            raise ValueError(f"tune_connections must be True or False, got {self.tune_connections!r}")
         if not isinstance(self.adaptive_rate, bool):
             raise ValueError(f"adaptive_rate must be True or False, got {self.adaptive_rate!r}")
         if (
@@ -394,6 +402,7 @@ class S3Config:
             "part_size_bytes": self.part_size_bytes,
             "throughput_target_gbps": float(self.throughput_target_gbps),
             "max_connections": self.max_connections or 0,
+            "tune_connections": self.tune_connections,
             "memory_limit_bytes": self.memory_limit_bytes or 0,
             "read_window_bytes": self.read_window_bytes,
             "multipart_threshold_bytes": self.multipart_threshold_bytes,
