@@ -12,7 +12,7 @@ import resource
 import time
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Optional
 
 MiB = 1024 * 1024
@@ -357,5 +357,17 @@ def after_switch(
     def measure(ctx: Context) -> Measurement:
         switch()
         return workload(ctx)
+
+    return measure
+
+
+def with_options(
+    options: dict[str, object], workload: Callable[[Context], Measurement]
+) -> Callable[[Context], Measurement]:
+    """`workload` with `options` added to the S3Config its client is made from: the variants of ours that show
+    what one setting is worth in the same run."""
+
+    def measure(ctx: Context) -> Measurement:
+        return workload(replace(ctx, options={**ctx.options, **options}))
 
     return measure

@@ -6,23 +6,12 @@ in the same run."""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Callable
-
 from . import ours
-from .common import Context, Measurement
+from .common import with_options
 
 NAME = "torchdata_s3-2_connections"
 CONFIGURATION = "the same S3FileLoader and read loops as torchdata_s3, with S3Config(max_connections=2)"
 
-
-def _capped(workload: Callable[[Context], Measurement]) -> Callable[[Context], Measurement]:
-    def measure(ctx: Context) -> Measurement:
-        return workload(dataclasses.replace(ctx, options={**ctx.options, "max_connections": 2}))
-
-    return measure
-
-
-large = _capped(ours.large)
-small = _capped(ours.small)
-whole = _capped(ours.whole)
+large = with_options({"max_connections": 2}, ours.large)
+small = with_options({"max_connections": 2}, ours.small)
+whole = with_options({"max_connections": 2}, ours.whole)
