@@ -1258,13 +1258,17 @@ static int s_derive_sigv4_signing_key(struct aws_signing_state_aws *state, struc
 # The right number depends on where the bytes come from, which the client learns only by reading: on a near
 # endpoint that is bound by CPU, two connections read large objects 14% faster at 10% less CPU per GB than the
 # default pool (docs/benchmarks.md, run 33), while an endpoint that limits each connection's rate reads at 0.45x
-# with two. So torchdata_s3 measures the rate as it reads and moves the limit (csrc/connection_tuner.cpp).
+# with two. So torchdata_s3 can measure the rate as it reads and move the limit (csrc/connection_tuner.cpp,
+# with S3Config(tune_connections=True)).
 # The limit only ever lowers the client's own number: the endpoint's connection pool is still sized from the
 # number without it, when the endpoint is first used, so raising the limit back never waits on a pool too small.
 # Raising it asks the client's work loop to run, so waiting requests start without waiting for another event.
 # The tuner also reads how many requests hold connections (the CRT's own count), so that a limit far above what
 # the reader keeps busy comes down in one step.
-# Test: tests/integration/test_connection_tuner.py.
+# Tests: tests/integration/test_connection_tuner.py (a tuned client moves the limit while every byte arrives; also
+# under the sanitizers). Measured: the limit at 2, on a pool sized for 125, reads like a client configured with 2
+# (docs/benchmarks.md, run 34). Not tested: that a lowered limit bounds the connections in use (no test hook
+# sets it; the CRT applies it where it applies its own configured number).
 _crt_insert_after("aws-c-s3/include/aws/s3/private/s3_client_impl.h"
 "    const uint32_t max_active_connections_override;
 "
