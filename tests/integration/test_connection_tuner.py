@@ -22,7 +22,7 @@ def test_reads_feed_the_tuner_and_every_byte_arrives(boto_s3, bucket: str, s3_en
     bodies = {f"object-{index}": os.urandom(4 * MiB) for index in range(3)}
     for key, body in bodies.items():
         boto_s3.put_object(Bucket=bucket, Key=key, Body=body)
-    # 64 KiB parts: 192 deliveries, enough for windows of at least 8 of them.
+    # 64 KiB parts: 192 deliveries, enough for windows of 32 (the most a window asks for, at 125 connections).
     config = S3Config.resolve(endpoint_url=s3_endpoint, part_size_bytes=64 * KiB, tune_connections=True)
     client = S3Client(config)
     for key, body in bodies.items():
