@@ -174,6 +174,7 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
 NO_PRIVATE_CA = {
     "torchdata-original": "its aws-sdk-cpp (libcurl) reads no CA variable and fails with curlCode 60",
     "socket-floor": "it is plain HTTP on one socket (the floor of a plain-HTTP read)",
+    "socket-floor-ahead": "it is plain HTTP on one socket (the floor of a plain-HTTP read)",
 }
 
 IMAGES_NUM_WORKERS = 2

@@ -13,9 +13,8 @@ from benchmarks.clients import (
     LINES_FLOOR,
     LOADER_IN_DATALOADER,
     READ_CHUNK,
-    SOCKET_FLOOR,
 )
-from benchmarks.report import fine_figure, validate
+from benchmarks.report import FLOOR_RATIOS, fine_figure, validate
 
 
 def _value(value: float | None) -> str:
@@ -93,10 +92,9 @@ def render(document: dict[str, Any]) -> str:
         if comparison.get("ours_cpu_per_gb_vs_lowest_peer"):
             ratio = comparison["ours_cpu_per_gb_vs_lowest_peer"]
             summary.append(f"ours' CPU per GB / lowest peer's **{ratio:.2f}x**")
-        if comparison.get("ours_cpu_per_gb_vs_floor"):
-            summary.append(
-                f"ours' CPU per GB / {SOCKET_FLOOR}'s **{comparison['ours_cpu_per_gb_vs_floor']:.2f}x**"
-            )
+        for key, floor in FLOOR_RATIOS.items():
+            if comparison.get(key):
+                summary.append(f"ours' CPU per GB / {floor}'s **{comparison[key]:.2f}x**")
         for client, ratio in (comparison.get("reads_vs_read_chunk") or {}).items():
             summary.append(f"{client} / {READ_CHUNK} **{ratio:.2f}x**")
         for client, ratio in (comparison.get("lines_vs_floor") or {}).items():
