@@ -1,5 +1,5 @@
 """The prefetch window's memory of recent sizes: what it guesses for an object of unknown size (its expected
-cost, and the result the GET is offered to land in) is the largest of the last SIZES_REMEMBERED sizes, also
+cost, and the result the GET is offered to land in) is the largest of the last SIZES_REMEMBERED costs, also
 after the largest has fallen out of them."""
 
 from __future__ import annotations
@@ -30,4 +30,26 @@ def test_the_guess_is_the_largest_of_the_recent_sizes_as_they_come_and_go() -> N
         tracked.add(f"s3://b/{seen}", None, size)  # type: ignore[arg-type]  # the stream is not used here
         recent = sizes[max(0, seen - SIZES_REMEMBERED) : seen]
         assert tracked.landing_capacity_of(None) == max(recent), seen
-        assert tracked.expected_cost_of(None) == min(PART, max(recent)), seen
+        mean = -(-sum(recent) // len(recent))
+        assert tracked.expected_cost_of(None) == max(min(PART, max(recent)), mean), seen
+
+
+def test_an_object_of_unknown_size_is_expected_to_grow_like_the_recent_ones() -> None:
+    # Its first part is all it buffers until its size comes; then it grows to its window, as the recent
+    # objects did: the budget keeps that room (a cost is at most the reading window, in whole parts).
+    tracked = window()
+    assert tracked.expected_cost_of(None) == PART  # nothing known: its first part
+    tracked.add("s3://b/large", None, 5 * PART)  # type: ignore[arg-type]  # the stream is not used here
+    assert tracked.expected_cost_of(None) == 5 * PART
+    tracked.add("s3://b/huge", None, 100 * PART)  # type: ignore[arg-type]
+    assert tracked.expected_cost_of(None) == -(-(5 + 8) * PART // 2)  # the mean: huge costs its window
+
+
+def test_a_rare_large_object_among_small_ones_keeps_them_coming() -> None:
+    # One 64 MiB object among 110 kB ones: the mean stays far below a part, so an object of unknown size is
+    # still expected to cost what the largest small one could hold (a part), not the large one's window.
+    tracked = window()
+    for index in range(SIZES_REMEMBERED - 1):
+        tracked.add(f"s3://b/{index}", None, 110_000)  # type: ignore[arg-type]
+    tracked.add("s3://b/large", None, 64 * 1024 * 1024)  # type: ignore[arg-type]
+    assert tracked.expected_cost_of(None) == PART
