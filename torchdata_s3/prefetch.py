@@ -188,7 +188,8 @@ class PrefetchWindow:
         if not self._measured:
             self._measure_latency()
         self._settle_sizes()  # small objects whose headers arrived give back most of their part
-        return self._within_limits(cost, expected)
+        # What they gave back goes to an object that now waits to grow, not to a new one.
+        return not self._growth_waiting and self._within_limits(cost, expected)
 
     def add(self, url: str, stream: _core.ObjectStream, size: Optional[int]) -> None:
         cost = self.cost_of(size)
@@ -259,7 +260,11 @@ class PrefetchWindow:
     def _settle_sizes(self) -> None:
         # Never waits: only objects whose headers already arrived are considered, in input order.
         if not self._unsettled:
-            return  # every object ahead came with its size (a listing's) or has settled: nothing to learn
+            # Every object ahead came with its size (a listing's) or has settled: nothing to learn, and none
+            # waits to grow (the one that did may have been popped since).
+            self._growth_waiting = False
+            return
+        waiting: Optional[_Ahead] = None  # the first object refused growth: nothing behind it may grow
         growth_refused = False
         still: deque[_Ahead] = deque()
         pending = iter(self._unsettled)
@@ -284,8 +289,8 @@ class PrefetchWindow:
             if cost > ahead.cost:
                 # Growing objects take the budget in input order: a later one never overtakes a refused one.
                 if growth_refused or not self._within_limits(cost - ahead.cost, cost - ahead.expected):
-                    if not growth_refused:
-                        self._grow_partly(ahead, cost)
+                    if waiting is None:
+                        waiting = ahead
                     growth_refused = True
                     still.append(ahead)
                     continue
@@ -293,11 +298,16 @@ class PrefetchWindow:
                 self._charge(ahead, cost)
             ahead.sized = True
         self._unsettled = still
-        self._growth_waiting = growth_refused
+        self._growth_waiting = False
+        if waiting is not None:
+            # After the whole pass: what the objects behind it gave back (small ones shrinking to their size)
+            # is free for it too.
+            self._grow_partly(waiting, self.cost_of(waiting.size))
+            self._growth_waiting = any(a.size is not None and a.cost < self.cost_of(a.size) for a in still)
 
     def _grow_partly(self, ahead: _Ahead, cost: int) -> None:
         """Widens a sized object's window by the whole parts the limits have free (its cost is its window's),
-        short of `cost`."""
+        up to `cost`. It stays unsettled: the next pass marks it sized once it has all of `cost`."""
         free = min(self.max_bytes - self._bytes, self.budget - self._expected)
         grown = min(cost, ahead.cost + max(0, free) // self.part * self.part)
         if grown > ahead.cost:
