@@ -23,7 +23,8 @@ def test_nothing_is_guessed_before_a_size_is_known() -> None:
 
 
 def test_the_guess_is_the_largest_of_the_recent_sizes_as_they_come_and_go() -> None:
-    sizes = [random.Random(7).randrange(1, 300_000) for _ in range(5 * SIZES_REMEMBERED)]
+    rng = random.Random(7)  # one generator: a new one per size gave every size the same value
+    sizes = [rng.randrange(1, 300_000) for _ in range(5 * SIZES_REMEMBERED)]
     sizes[SIZES_REMEMBERED // 2] = 2_000_000  # the largest, later forgotten
     tracked = window()
     for seen, size in enumerate(sizes, start=1):
