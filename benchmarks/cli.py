@@ -20,7 +20,16 @@ from pathlib import Path
 from typing import Optional
 
 from benchmarks import datasets
-from benchmarks.clients import CLIENTS, OURS, UNSIGNED, ensure_paths, fsspec_ranges, load
+from benchmarks.clients import (
+    CLIENTS,
+    OURS,
+    SOCKET_FLOOR,
+    SOCKET_FLOOR_AHEAD,
+    UNSIGNED,
+    ensure_paths,
+    fsspec_ranges,
+    load,
+)
 from benchmarks.clients.common import Context
 from benchmarks.progress import Progress
 from benchmarks.report import summarize, table, validate, write_json
@@ -173,8 +182,10 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
 # Clients that cannot be told to trust the run's CA, so --https leaves them out.
 NO_PRIVATE_CA = {
     "torchdata-original": "its aws-sdk-cpp (libcurl) reads no CA variable and fails with curlCode 60",
-    "socket-floor": "it is plain HTTP on one socket (the floor of a plain-HTTP read)",
-    "socket-floor-ahead": "it is plain HTTP on one socket (the floor of a plain-HTTP read)",
+    **{
+        floor: "it is plain HTTP on one socket (the floor of a plain-HTTP read)"
+        for floor in (SOCKET_FLOOR, SOCKET_FLOOR_AHEAD)
+    },
 }
 
 IMAGES_NUM_WORKERS = 2

@@ -114,8 +114,9 @@ class PrefetchWindow:
         # looks at on every pop (not all of `_ahead`: with 128 ahead that walk was a tenth of the loader's
         # Python time per small object).
         self._unsettled: deque[_Ahead] = deque()
-        # An object ahead whose size came is still short of its window for want of budget: the budget it frees
-        # goes to it before any new object is requested (see has_room_for). May be stale-true after a pop.
+        # An object ahead whose size came is still short of its window for want of budget: the budget freed
+        # goes to it before any new object is requested (see has_room_for). May be stale-true after a pop,
+        # until the next _settle_sizes.
         self._growth_waiting = False
         self.latency: Optional[float] = None  # lowest first-byte latency seen, in seconds
         self._measured = False  # waited once for the first latency
@@ -173,22 +174,17 @@ class PrefetchWindow:
         if node is not None and node.available < cost:
             return False  # the reader takes the next object: its bytes go back to the node
         expected = cost if size is not None else self.expected_cost_of(size)
-        if self._growth_waiting:
-            # Depth before breadth: the reader needs the nearest objects whole before it needs the first part
-            # of a further one. Requesting new objects whenever a part's worth was free kept a large object's
-            # window at one part for as long as objects kept coming: on `s3like`, 64 MiB objects of unknown
-            # size read at 550 MB/s with 63 first parts ahead, against 3 GB/s once the nearest ones grew.
-            if not self._measured:
-                self._measure_latency()  # a refusal: the budget is measured now, as below
-            self._settle_sizes()
-            if self._growth_waiting:
-                return False
-        if self._within_limits(cost, expected):
+        # Depth before breadth: while an object ahead waits to grow, no new object is requested; the reader
+        # needs the nearest objects whole before it needs the first part of a further one. Requesting new
+        # objects whenever a part's worth was free kept a large object's window at one part for as long as
+        # objects kept coming: on `s3like`, 64 MiB objects of unknown size read at 550 MB/s with 63 first
+        # parts ahead, against 3 GB/s once the nearest ones grew.
+        if not self._growth_waiting and self._within_limits(cost, expected):
             return True
         if not self._measured:
             self._measure_latency()
         self._settle_sizes()  # small objects whose headers arrived give back most of their part
-        # What they gave back goes to an object that now waits to grow, not to a new one.
+        # What they gave back goes to an object that waits to grow, if one does, not to a new one.
         return not self._growth_waiting and self._within_limits(cost, expected)
 
     def add(self, url: str, stream: _core.ObjectStream, size: Optional[int]) -> None:
@@ -265,7 +261,6 @@ class PrefetchWindow:
             self._growth_waiting = False
             return
         waiting: Optional[_Ahead] = None  # the first object refused growth: nothing behind it may grow
-        growth_refused = False
         still: deque[_Ahead] = deque()
         pending = iter(self._unsettled)
         unanswered = 0  # consecutive objects whose headers have not arrived
@@ -288,10 +283,9 @@ class PrefetchWindow:
             cost = self.cost_of(ahead.size)
             if cost > ahead.cost:
                 # Growing objects take the budget in input order: a later one never overtakes a refused one.
-                if growth_refused or not self._within_limits(cost - ahead.cost, cost - ahead.expected):
+                if waiting is not None or not self._within_limits(cost - ahead.cost, cost - ahead.expected):
                     if waiting is None:
                         waiting = ahead
-                    growth_refused = True
                     still.append(ahead)
                     continue
                 ahead.stream.widen_window(self.window_of(ahead.size))
