@@ -28,7 +28,13 @@ void ScatteredResults::plan(ObjectStream& stream, uint64_t ahead_bytes) {
         return;  // parts from offset 0 on only
     const uint64_t part = stream.part_size();
     uint64_t size = request.size_hint;  // a listing's, until the answer tells
-    if (part % block != 0 || (!stream.size_if_known(&size) && size == 0)) return;
+    if (part % block != 0) return;
+    if (!stream.size_if_known(&size) && size == 0) {
+        // Only the first part's range is known before the size: planned whole on the loader's guess. A first
+        // byte that arrives before this plan, or a shorter object, only leaves blocks unused.
+        if (!request.fills_first_part) return;
+        size = part;
+    }
     const auto part_end = [part](uint64_t offset) { return (offset + part - 1) / part * part; };
     // A part is received into blocks only if they are there when its first byte arrives; a part whose first
     // byte came before leaves its blocks unwritten (they are reused once passed). Parts below the received

@@ -234,6 +234,7 @@ class S3Client:
         part_size_bytes: int = 0,
         size_hint: int = 0,
         landing_capacity: int = 0,
+        fills_first_part: bool = False,
     ) -> ObjectStream: ...
     def put_object(
         self,

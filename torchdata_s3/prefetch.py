@@ -161,6 +161,15 @@ class PrefetchWindow:
         size, whose result is made to measure)."""
         return 0 if size is not None else self._recent_max
 
+    def fills_first_part(self, size: Optional[int]) -> bool:
+        """For an object of unknown size, whether the recent objects cost a part or more on average: it then
+        probably fills its first part, which can be received into the reader's results before its size is
+        known. That memory is within what the object is expected to cost (expected_cost_of), so a wrong guess
+        costs no more than the budget counted."""
+        if size is not None or not self._recent_costs:
+            return False
+        return self._recent_sum >= self.part * len(self._recent_costs)
+
     def has_room_for(self, size: Optional[int]) -> bool:
         """Whether an object of ``size`` (None: unknown) may be requested now."""
         ahead = len(self._ahead)

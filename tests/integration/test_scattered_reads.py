@@ -24,8 +24,10 @@ from torch.utils.data.datapipes.iter import IterableWrapper
 from tests.fault_proxy import Fault, FaultProxy, ProxiedRequest
 from tests.integration.given_up import give_up
 from tests.s3_server import MotoServer
-from torchdata_s3 import S3Config, S3FileLoader, _core
+from torchdata_s3 import S3Client, S3Config, S3FileLoader, _core
 from torchdata_s3.client import native_client
+from torchdata_s3.reader import ObjectReader, S3ObjectStream
+from torchdata_s3.url import parse_s3_url
 
 pytestmark = pytest.mark.integration
 
@@ -105,6 +107,34 @@ def test_a_listed_object_is_received_into_its_results_from_its_first_part(  # ty
     assert client.landed_bytes - landed_before >= 0.9 * len(objects) * SIZE
 
 
+def opened_guessing(url: str, config: S3Config, *, fills_first_part: bool) -> S3ObjectStream:
+    """A stream over an object of unknown size, opened as the loader opens one (with or without its guess)."""
+    client, location = S3Client(config), parse_s3_url(url)
+    native = client.open_native(location, fills_first_part=fills_first_part)
+    return S3ObjectStream(ObjectReader(client, location, stream=native))
+
+
+@pytest.mark.parametrize("guessed", [True, False])
+def test_an_object_guessed_to_fill_its_first_part_is_received_into_results_from_it(
+    objects: dict[str, bytes], guessed: bool
+) -> None:
+    """The first part's range is known before the object's size: on the loader's guess, it is planned too.
+    Without the guess, no first part can be (the control: it shows the counter tells the two apart)."""
+    config = config_of_its_own()
+    client = native_client(config)
+    urls = taught(objects, config)
+    landed_before = client.landed_bytes
+
+    read = {url: b"".join(in_pieces(opened_guessing(url, config, fills_first_part=guessed))) for url in urls}
+
+    assert read == {url: objects[url] for url in urls}
+    landed = client.landed_bytes - landed_before
+    if guessed:
+        assert landed >= 0.9 * len(urls) * SIZE
+    else:
+        assert landed <= len(urls) * (SIZE - PART)
+
+
 def test_results_never_change_after_they_are_handed_out(objects: dict[str, bytes]) -> None:
     """Results are reused once only their planner holds them: every one kept here must stay as it was read,
     and the hash each cached before it was let go must not follow a reused one."""
@@ -179,6 +209,43 @@ def test_every_way_of_reading_a_scattered_object_is_exact(objects: dict[str, byt
         assert READERS[reader](stream) == expected, url
 
 
+def test_the_loader_guesses_from_the_objects_before(objects: dict[str, bytes]) -> None:
+    """Objects of unknown size after large ones: the loader's guess lets their first parts be received into
+    results too (without it, at most all but each first part could be: the bound asserted against)."""
+    config = config_of_its_own()
+    client = native_client(config)
+    urls = taught(objects, config) * 3
+    landed_before = client.landed_bytes
+
+    read = [(url, b"".join(in_pieces(stream))) for url, stream in load(urls, config)]
+
+    assert read == [(url, objects[url]) for url in urls]
+    assert client.landed_bytes - landed_before > len(urls) * (SIZE - PART)
+
+
+# Shorter than the guess (the blocks past the end go unused), on the pieces' grid and off it, and as long.
+SHORTER_OR_AS_LONG = [0, 1, PIECE - 1, PIECE, 3 * PIECE + 5, PART - 1, PART, PART + 1]
+
+
+@pytest.mark.parametrize("reader", ["pieces", *READERS])
+def test_a_wrong_guess_reads_every_object_exactly(boto_s3, bucket: str, reader: str) -> None:  # type: ignore[no-untyped-def]
+    config = config_of_its_own()
+    stored = {f"s3://{bucket}/short/{size}": payload(size, size) for size in SHORTER_OR_AS_LONG}
+    for url, data in stored.items():
+        boto_s3.put_object(Bucket=bucket, Key=url.split("/", 3)[3], Body=data)
+    teacher = f"s3://{bucket}/short/teacher"
+    boto_s3.put_object(Bucket=bucket, Key="short/teacher", Body=payload(99))
+    assert b"".join(in_pieces(opened_guessing(teacher, config, fills_first_part=False))) == payload(99)
+
+    for url, data in stored.items():
+        stream = opened_guessing(url, config, fills_first_part=True)
+        if reader == "pieces":
+            assert b"".join(in_pieces(stream)) == data, url
+        else:
+            expected = data + data[PART // 2 :] if reader == "seek_back" else data
+            assert READERS[reader](stream) == expected, url
+
+
 def test_the_last_piece_is_the_rest_and_then_nothing(objects: dict[str, bytes]) -> None:
     config = config_of_its_own()
     urls = taught(objects, config)
@@ -209,6 +276,24 @@ def test_bodies_cut_short_are_received_again_into_their_results(  # type: ignore
     }
     assert proxy.injected == {Fault.CUT_BODY: 4}
     assert client.landed_bytes - landed_before >= len(urls) * SIZE // 2
+
+
+def first_part(request: ProxiedRequest) -> bool:
+    """A GET of an object's first part (asked for before its size is known: no If-Match)."""
+    return request.is_get_object and "if-match" not in request.headers
+
+
+def test_first_parts_cut_short_are_received_again_into_their_results(  # type: ignore[no-untyped-def]
+    objects: dict[str, bytes], proxy: FaultProxy
+) -> None:
+    config = config_of_its_own(endpoint_url=proxy.endpoint_url)
+    urls = taught(objects, config)
+    proxy.force(Fault.CUT_BODY, 3, eligible=first_part)
+
+    read = {url: b"".join(in_pieces(opened_guessing(url, config, fills_first_part=True))) for url in urls}
+
+    assert read == {url: objects[url] for url in urls}
+    assert proxy.injected == {Fault.CUT_BODY: 3}
 
 
 @pytest.mark.parametrize("how", ["closed", "dropped"])
