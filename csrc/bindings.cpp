@@ -408,7 +408,7 @@ PYBIND11_MODULE(_core, m) {
                std::optional<std::pair<uint64_t, uint64_t>> byte_range, uint64_t suffix_bytes,
                const std::string& if_match, const std::string& if_none_match, uint64_t window_bytes,
                uint32_t timeout_ms, uint64_t part_size_bytes, uint64_t size_hint, uint64_t landing_capacity,
-               bool fills_first_part) {
+               uint64_t guessed_length) {
                 GetObjectRequest request;
                 request.bucket = bucket;
                 request.key = key;
@@ -428,13 +428,13 @@ PYBIND11_MODULE(_core, m) {
                 request.part_size_bytes = part_size_bytes;
                 request.size_hint = size_hint;
                 request.landing_capacity = landing_capacity;
-                request.fills_first_part = fills_first_part;
+                request.guessed_length = guessed_length;
                 return PyObjectStream::start(std::move(client), std::move(request), "s3://" + bucket + "/" + key);
             },
             py::arg("bucket"), py::arg("key"), py::kw_only(), py::arg("byte_range") = py::none(),
             py::arg("suffix_bytes") = 0, py::arg("if_match") = "", py::arg("if_none_match") = "",
             py::arg("window_bytes") = 0, py::arg("timeout_ms") = 0, py::arg("part_size_bytes") = 0,
-            py::arg("size_hint") = 0, py::arg("landing_capacity") = 0, py::arg("fills_first_part") = false,
+            py::arg("size_hint") = 0, py::arg("landing_capacity") = 0, py::arg("guessed_length") = 0,
             "Starts a GetObject (whole, byte_range=(first, last) inclusive, or the last suffix_bytes; if_match: only "
             "this ETag; if_none_match: fail with HTTP 304 if still this ETag) and returns its stream at once.")
         .def(

@@ -40,10 +40,11 @@ struct GetObjectRequest {
     // the most its result may be. Memory of that size is lent to it, used if the object turns out to fill
     // between half of it and all of it (see ObjectStream::result_memory_length); 0: none.
     uint64_t landing_capacity = 0;
-    // A whole object of unknown size that probably fills its first part (the loader's guess: the objects before it
-    // did): that part is received into the reader's results like the ones after it (ScatteredResults::plan), its
-    // blocks planned before its size is known. If the object is shorter, the blocks past its end go unused.
-    bool fills_first_part = false;
+    // A whole object of unknown size that probably holds at least this many bytes (the loader's guess from the
+    // objects before it; whole parts; 0: none): its parts up to there are received into the reader's results like
+    // later ones (ScatteredResults::plan), their blocks planned before its size is known. If the object is
+    // shorter, the blocks past its end go unused.
+    uint64_t guessed_length = 0;
 
     // The bytes this GET delivers, if known before it starts: a range's length (fewer if the object ends
     // first), or a whole object's listed size; 0 if unknown (a suffix, or no listing).

@@ -30,10 +30,10 @@ void ScatteredResults::plan(ObjectStream& stream, uint64_t ahead_bytes) {
     uint64_t size = request.size_hint;  // a listing's, until the answer tells
     if (part % block != 0) return;
     if (!stream.size_if_known(&size) && size == 0) {
-        // Only the first part's range is known before the size: planned whole on the loader's guess. A first
-        // byte that arrives before this plan, or a shorter object, only leaves blocks unused.
-        if (!request.fills_first_part) return;
-        size = part;
+        // Parts are asked for from offset 0 on, so their ranges are known before the size: planned on the
+        // loader's guess. A first byte that arrives before this plan, or a shorter object, leaves blocks unused.
+        size = request.guessed_length / part * part;
+        if (size == 0) return;
     }
     const auto part_end = [part](uint64_t offset) { return (offset + part - 1) / part * part; };
     // A part is received into blocks only if they are there when its first byte arrives; a part whose first

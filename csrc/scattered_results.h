@@ -36,8 +36,7 @@ public:
 
     // Plans blocks for every part of `stream` (a whole object of known size: listed, or answered) not received
     // yet that may begin before the reader has read `ahead_bytes` more or widened its window by that much. Before
-    // an object's size is known, only its first part, and only if its request says the object probably fills it
-    // (GetObjectRequest::fills_first_part).
+    // an object's size is known, only the parts its request guesses it fills (GetObjectRequest::guessed_length).
     void plan(ObjectStream& stream, uint64_t ahead_bytes);
 
     // The planned result that starts at the stream's position, if it is `size` bytes long (or the object's last,

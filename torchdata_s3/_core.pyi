@@ -234,7 +234,7 @@ class S3Client:
         part_size_bytes: int = 0,
         size_hint: int = 0,
         landing_capacity: int = 0,
-        fills_first_part: bool = False,
+        guessed_length: int = 0,
     ) -> ObjectStream: ...
     def put_object(
         self,

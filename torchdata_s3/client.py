@@ -649,7 +649,7 @@ class S3Client:
         part_size_bytes: Optional[int] = None,
         size_hint: Optional[int] = None,
         landing_capacity: int = 0,
-        fills_first_part: bool = False,
+        guessed_length: int = 0,
     ) -> _core.ObjectStream:
         """Starts one GET and returns its native, forward-only stream at once (the mechanism under
         :meth:`open` and the loader).
@@ -668,9 +668,10 @@ class S3Client:
             landing_capacity: for a whole object of unknown size, a guess of the most it may be (the loader's,
                 from the objects before it). If the object fills at least half of it (and no more than half a
                 part), it is received straight into the ``bytes`` a read of all of it returns. 0: no guess.
-            fills_first_part: for a whole object of unknown size, a guess that it is at least a part long: its
-                first part is then received straight into the ``bytes`` that ``read(n)`` returns, as the parts
-                after it are once its size is known (a shorter object leaves some of that memory unused).
+            guessed_length: for a whole object of unknown size, a guess of the least it holds (the loader's,
+                from the objects before it). Its parts up to there are received straight into the ``bytes``
+                that ``read(n)`` returns, as later parts are once its size is known (a shorter object leaves
+                some of that memory unused). 0: no guess.
 
         Errors of the request surface on the first read (or ``.size``), not here.
         """
@@ -692,7 +693,7 @@ class S3Client:
             part_size_bytes=part_size_bytes or 0,
             size_hint=size_hint or 0,
             landing_capacity=landing_capacity,
-            fills_first_part=fills_first_part,
+            guessed_length=guessed_length,
         )
 
 

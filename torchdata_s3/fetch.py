@@ -148,7 +148,7 @@ def fetch_in_order(
                 window_bytes=window.window_of(target.size),
                 size_hint=target.size,
                 landing_capacity=window.landing_capacity_of(target.size),
-                fills_first_part=window.fills_first_part(target.size),
+                guessed_length=window.guessed_length_of(target.size),
             )
             window.add(target.url, stream, target.size)
         while opened:

@@ -107,25 +107,27 @@ def test_a_listed_object_is_received_into_its_results_from_its_first_part(  # ty
     assert client.landed_bytes - landed_before >= 0.9 * len(objects) * SIZE
 
 
-def opened_guessing(url: str, config: S3Config, *, fills_first_part: bool) -> S3ObjectStream:
+def opened_guessing(url: str, config: S3Config, *, guessed_length: int) -> S3ObjectStream:
     """A stream over an object of unknown size, opened as the loader opens one (with or without its guess)."""
     client, location = S3Client(config), parse_s3_url(url)
-    native = client.open_native(location, fills_first_part=fills_first_part)
+    native = client.open_native(location, guessed_length=guessed_length)
     return S3ObjectStream(ObjectReader(client, location, stream=native))
 
 
-@pytest.mark.parametrize("guessed", [True, False])
-def test_an_object_guessed_to_fill_its_first_part_is_received_into_results_from_it(
-    objects: dict[str, bytes], guessed: bool
+@pytest.mark.parametrize("guessed", [3 * PART, 0])
+def test_an_object_guessed_to_fill_its_first_parts_is_received_into_results_from_them(
+    objects: dict[str, bytes], guessed: int
 ) -> None:
-    """The first part's range is known before the object's size: on the loader's guess, it is planned too.
-    Without the guess, no first part can be (the control: it shows the counter tells the two apart)."""
+    """Parts are asked for from offset 0 on, so their ranges are known before the object's size: on the
+    loader's guess, the first ones are planned too (the second and third begin as soon as the size comes,
+    before the reader asks for anything). Without the guess, no first part can be (the control: it shows the
+    counter tells the two apart)."""
     config = config_of_its_own()
     client = native_client(config)
     urls = taught(objects, config)
     landed_before = client.landed_bytes
 
-    read = {url: b"".join(in_pieces(opened_guessing(url, config, fills_first_part=guessed))) for url in urls}
+    read = {url: b"".join(in_pieces(opened_guessing(url, config, guessed_length=guessed))) for url in urls}
 
     assert read == {url: objects[url] for url in urls}
     landed = client.landed_bytes - landed_before
@@ -223,8 +225,10 @@ def test_the_loader_guesses_from_the_objects_before(objects: dict[str, bytes]) -
     assert client.landed_bytes - landed_before > len(urls) * (SIZE - PART)
 
 
-# Shorter than the guess (the blocks past the end go unused), on the pieces' grid and off it, and as long.
-SHORTER_OR_AS_LONG = [0, 1, PIECE - 1, PIECE, 3 * PIECE + 5, PART - 1, PART, PART + 1]
+# Shorter than the guess of three parts (the blocks past the end go unused), on the pieces' grid and off it,
+# ending in each of the parts, and as long.
+GUESS = 3 * PART
+SHORTER_OR_AS_LONG = [0, 1, PIECE - 1, PIECE, 3 * PIECE + 5, PART - 1, PART, PART + 1, 2 * PART + 5, GUESS]
 
 
 @pytest.mark.parametrize("reader", ["pieces", *READERS])
@@ -235,10 +239,10 @@ def test_a_wrong_guess_reads_every_object_exactly(boto_s3, bucket: str, reader: 
         boto_s3.put_object(Bucket=bucket, Key=url.split("/", 3)[3], Body=data)
     teacher = f"s3://{bucket}/short/teacher"
     boto_s3.put_object(Bucket=bucket, Key="short/teacher", Body=payload(99))
-    assert b"".join(in_pieces(opened_guessing(teacher, config, fills_first_part=False))) == payload(99)
+    assert b"".join(in_pieces(opened_guessing(teacher, config, guessed_length=0))) == payload(99)
 
     for url, data in stored.items():
-        stream = opened_guessing(url, config, fills_first_part=True)
+        stream = opened_guessing(url, config, guessed_length=GUESS)
         if reader == "pieces":
             assert b"".join(in_pieces(stream)) == data, url
         else:
@@ -290,7 +294,7 @@ def test_first_parts_cut_short_are_received_again_into_their_results(  # type: i
     urls = taught(objects, config)
     proxy.force(Fault.CUT_BODY, 3, eligible=first_part)
 
-    read = {url: b"".join(in_pieces(opened_guessing(url, config, fills_first_part=True))) for url in urls}
+    read = {url: b"".join(in_pieces(opened_guessing(url, config, guessed_length=GUESS))) for url in urls}
 
     assert read == {url: objects[url] for url in urls}
     assert proxy.injected == {Fault.CUT_BODY: 3}

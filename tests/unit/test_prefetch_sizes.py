@@ -20,7 +20,7 @@ def test_nothing_is_guessed_before_a_size_is_known() -> None:
     assert fresh.landing_capacity_of(None) == 0
     assert fresh.expected_cost_of(None) == PART
     assert fresh.landing_capacity_of(110_000) == 0  # a known size is made to measure
-    assert not fresh.fills_first_part(None)
+    assert fresh.guessed_length_of(None) == 0
 
 
 def test_the_guess_is_the_largest_of_the_recent_sizes_as_they_come_and_go() -> None:
@@ -46,8 +46,8 @@ def test_an_object_of_unknown_size_is_expected_to_grow_like_the_recent_ones() ->
     tracked.add("s3://b/huge", None, 100 * PART)  # type: ignore[arg-type]
     assert tracked.expected_cost_of(None) == -(-(5 + 8) * PART // 2)  # the mean: huge costs its window
     # Such an object probably fills its first part: it is received into the reader's results from it on.
-    assert tracked.fills_first_part(None)
-    assert not tracked.fills_first_part(5 * PART)  # a known size is planned from its size instead
+    assert tracked.guessed_length_of(None) == (5 + 8) * PART // 2 // PART * PART  # whole parts of the mean
+    assert tracked.guessed_length_of(5 * PART) == 0  # a known size is planned from its size instead
 
 
 def test_a_rare_large_object_among_small_ones_keeps_them_coming() -> None:
@@ -59,13 +59,13 @@ def test_a_rare_large_object_among_small_ones_keeps_them_coming() -> None:
     tracked.add("s3://b/large", None, 64 * 1024 * 1024)  # type: ignore[arg-type]
     assert tracked.expected_cost_of(None) == PART
     # Nor is a part's worth of results planned for each small one before its size comes.
-    assert not tracked.fills_first_part(None)
+    assert tracked.guessed_length_of(None) == 0
 
 
 def test_objects_just_short_of_a_part_are_not_guessed_to_fill_one() -> None:
     tracked = window()
     for index in range(SIZES_REMEMBERED):
         tracked.add(f"s3://b/{index}", None, PART - 1)  # type: ignore[arg-type]
-    assert not tracked.fills_first_part(None)
+    assert tracked.guessed_length_of(None) == 0
     tracked.add("s3://b/last", None, 64 * PART)  # type: ignore[arg-type]  # the mean reaches a part
-    assert tracked.fills_first_part(None)
+    assert tracked.guessed_length_of(None) == PART
