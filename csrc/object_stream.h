@@ -43,7 +43,7 @@ struct GetObjectRequest {
     // A whole object of unknown size that probably holds at least this many bytes (the loader's guess from the
     // objects before it; whole parts; 0: none): its parts up to there are received into the reader's results like
     // later ones (ScatteredResults::plan), their blocks planned before its size is known. If the object is
-    // shorter, the blocks past its end go unused.
+    // shorter, the blocks past its end go unused (held until the stream is closed).
     uint64_t guessed_length = 0;
 
     // The bytes this GET delivers, if known before it starts: a range's length (fewer if the object ends

@@ -48,16 +48,25 @@ class _Ahead:
     only while its size is unknown.
     """
 
-    __slots__ = ("cost", "expected", "size", "sized", "stream", "url")
+    __slots__ = ("cost", "expected", "planned", "size", "sized", "stream", "url")
 
     def __init__(
-        self, url: str, stream: _core.ObjectStream, size: Optional[int], cost: int, expected: int
+        self,
+        url: str,
+        stream: _core.ObjectStream,
+        size: Optional[int],
+        cost: int,
+        expected: int,
+        planned: int,
     ) -> None:
         self.url = url
         self.stream = stream
         self.size = size  # None until its headers arrive
         self.cost = cost
         self.expected = expected
+        # Results planned for it before its size came (its guessed length): held until it is read, whatever
+        # its size turns out to be, so it never costs less.
+        self.planned = planned
         self.sized = size is not None  # its window already reflects its size
 
 
@@ -154,8 +163,7 @@ class PrefetchWindow:
         at least one. They are asked for as soon as its size comes, without waiting for the loader to see it:
         on `s3like`, 64 MiB objects given as URLs read at 1,421-1,551 MB/s against 1,293-1,441 growing from
         one part. On a near endpoint the budget keeps it to what the object would have grown to."""
-        part = self.part
-        return max(part, min(self.guessed_length_of(None), self.budget // part * part))
+        return max(self.part, self.guessed_length_of(None))
 
     def remember_size(self, size: Optional[int]) -> None:
         """The size of the object pop() handed out last, once its headers came: counted among the recent sizes
@@ -171,13 +179,14 @@ class PrefetchWindow:
         return 0 if size is not None else self._recent_max
 
     def guessed_length_of(self, size: Optional[int]) -> int:
-        """For an object of unknown size, the least it probably holds: the recent objects' mean cost in whole
-        parts (0: less than a part, or nothing to guess from). Its parts up to there are received into the
-        reader's results, planned before its size is known. That memory is within what the object is expected
-        to cost (expected_cost_of), so a wrong guess costs no more than the budget counted."""
+        """For an object of unknown size, the least it probably holds: the recent objects' mean cost within
+        the budget, in whole parts (0: less than a part, or nothing to guess from). Its parts up to there are
+        received into the reader's results, planned before its size is known; it is counted at no less than
+        that until it is read (results planned past a shorter object's end are freed with its stream)."""
         if size is not None or not self._recent_costs:
             return 0
-        return self._recent_sum // len(self._recent_costs) // self.part * self.part
+        part = self.part
+        return min(self._recent_sum // len(self._recent_costs), self.budget) // part * part
 
     def has_room_for(self, size: Optional[int]) -> bool:
         """Whether an object of ``size`` (None: unknown) may be requested now."""
@@ -186,33 +195,25 @@ class PrefetchWindow:
             return True  # one object is always allowed, whatever its size
         if ahead > self.max_objects:
             return False
-        # Asked once per object on the loader's path: the costs are computed once here.
-        cost = self.cost_of(size)
-        node = self.node_budget
-        if node is not None and node.available < cost:
-            return False  # the reader takes the next object: its bytes go back to the node
-        expected = cost if size is not None else self.expected_cost_of(size)
         # Depth before breadth: while an object ahead waits to grow, no new object is requested; the reader
         # needs the nearest objects whole before it needs the first part of a further one. Requesting new
         # objects whenever a part's worth was free kept a large object's window at one part for as long as
         # objects kept coming: on `s3like`, 64 MiB objects of unknown size read at 550 MB/s with 63 first
         # parts ahead, against 3 GB/s once the nearest ones grew.
-        if not self._growth_waiting and self._within_limits(cost, expected):
+        if not self._growth_waiting and self._fits(size):
             return True
         if not self._measured:
             self._measure_latency()
-            # The budget just measured bounds the first window of an object of unknown size: cost it anew.
-            cost, expected = self.cost_of(size), self.expected_cost_of(size)
-            if node is not None and node.available < cost:
-                return False
         self._settle_sizes()  # small objects whose headers arrived give back most of their part
-        # What they gave back goes to an object that waits to grow, if one does, not to a new one.
-        return not self._growth_waiting and self._within_limits(cost, expected)
+        # What they gave back goes to an object that waits to grow, if one does, not to a new one. The cost
+        # is asked anew: the budget just measured and the sizes just learned shape an unknown size's first
+        # window.
+        return not self._growth_waiting and self._fits(size)
 
     def add(self, url: str, stream: _core.ObjectStream, size: Optional[int]) -> None:
         cost = self.cost_of(size)
         expected = cost if size is not None else self.expected_cost_of(size)
-        ahead = _Ahead(url, stream, size, cost, expected)
+        ahead = _Ahead(url, stream, size, cost, expected, self.guessed_length_of(size))
         self._ahead.append(ahead)
         self._bytes += cost
         self._expected += expected
@@ -259,6 +260,15 @@ class PrefetchWindow:
         while self._ahead:
             self._ahead.popleft().stream.close()
 
+    def _fits(self, size: Optional[int]) -> bool:
+        """Whether an object of `size` (None: unknown) fits, at its cost as of now, the node's free bytes and
+        both limits."""
+        cost = self.cost_of(size)
+        node = self.node_budget
+        if node is not None and node.available < cost:
+            return False  # the reader takes the next object: its bytes go back to the node
+        return self._within_limits(cost, cost if size is not None else self.expected_cost_of(size))
+
     def _within_limits(self, more_bytes: int, more_expected: int) -> bool:
         """Whether both sums may grow by this much: the worst case within max_bytes, the expectation within
         the budget."""
@@ -300,8 +310,9 @@ class PrefetchWindow:
                 unanswered = 0
                 self._note_cost(self.cost_of(ahead.size))
                 # Until its window is widened it buffers at most what it has: a small object gives back most
-                # of its part, and an estimate of its cost is replaced by what it really holds.
-                self._charge(ahead, min(ahead.cost, self.cost_of(ahead.size)))
+                # of its part, and an estimate of its cost is replaced by what it really holds (the results
+                # planned on its guessed length included: they are freed only with its stream).
+                self._charge(ahead, min(ahead.cost, max(self.cost_of(ahead.size), ahead.planned)))
             cost = self.cost_of(ahead.size)
             if cost > ahead.cost:
                 # Growing objects take the budget in input order: a later one never overtakes a refused one.

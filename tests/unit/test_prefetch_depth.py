@@ -92,6 +92,10 @@ def test_budget_given_back_goes_to_the_object_that_waits_not_to_a_new_one() -> N
         assert len(prefetch._ahead) == 0 or prefetch.worst_case_bytes <= 12 * PART
         streams.append(AnsweredLater(size))
         prefetch.add(f"object-{index}", streams[-1], None)  # type: ignore[arg-type]
+        # What it was admitted at is what it is counted at (the one object always allowed aside).
+        if len(prefetch._ahead) > 1:
+            assert prefetch.worst_case_bytes <= prefetch.max_bytes, f"object-{index}"
+            assert prefetch.expected_bytes <= prefetch.budget, f"object-{index}"
     while prefetch:
         assert prefetch.pop()[0] == f"object-{delivered}"
         delivered += 1
@@ -115,4 +119,20 @@ def test_an_object_of_unknown_size_after_large_ones_asks_for_its_guessed_parts_w
     assert prefetch.window_of(None) == prefetch.cost_of(None) == prefetch.guessed_length_of(None) == 8 * PART
     assert admitted
     prefetch.add("unknown", AnsweredLater(8 * PART), None)  # type: ignore[arg-type]
+    assert prefetch.worst_case_bytes == 32 * PART
+
+
+def test_an_object_shorter_than_its_guess_is_counted_at_the_results_planned_for_it() -> None:
+    # Its results were planned on the guess before its size came, and are freed only with its stream: it
+    # must not give that memory back to the window when it turns out small (new objects would be requested
+    # on memory still held).
+    prefetch = window(40 * PART)
+    for index in range(3):
+        prefetch.add(f"listed-{index}", AnsweredLater(8 * PART), 8 * PART)  # type: ignore[arg-type]
+    assert prefetch.has_room_for(None)  # measured: a budget of max_bytes, a guess of eight parts
+    small = AnsweredLater(PART // 8)
+    prefetch.add("small", small, None)  # type: ignore[arg-type]
+    small.answer()
+    prefetch._settle_sizes()
+    assert prefetch._ahead[-1].cost == 8 * PART
     assert prefetch.worst_case_bytes == 32 * PART
