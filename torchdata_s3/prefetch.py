@@ -75,16 +75,15 @@ class PrefetchWindow:
 
     An object may buffer up to ``reading_window`` of itself ahead (what it gets once it is read), so
     parallel ranged GETs of later objects overlap the reading of earlier ones. Its cost is what it may buffer,
-    rounded up to whole parts (the CRT fetches whole parts). An object of unknown size starts with its first
-    window (one part, or after large objects the parts they suggest it fills, within the budget) and grows
-    once its response headers tell its size, in input order and in whole parts as the limits allow;
+    rounded up to whole parts (the CRT fetches whole parts). An object of unknown size starts with one part
+    and grows once its response headers tell its size, in input order and in whole parts as the limits allow;
     while one is short of its window no new object is requested (depth before breadth: the reader needs the
     nearest objects first).
 
     Two limits apply:
 
     - ``max_bytes`` bounds the worst case, whatever the objects turn out to be: an object of unknown size
-      counts as its first window until its headers arrive.
+      counts as a whole part until its headers arrive.
     - The budget, :func:`read_ahead_budget` of the lowest response latency seen so far (never more than
       ``max_bytes``), bounds what the objects are expected to buffer: an object of unknown size counts as the
       largest of the last objects whose sizes became known (at most a part), or their mean cost if larger (a
@@ -134,16 +133,16 @@ class PrefetchWindow:
         self.budget = self._floor
 
     def window_of(self, size: Optional[int]) -> int:
-        """The read window an object ahead gets: as much of itself as it will get once it is read, or while
-        its size is unknown, its first window."""
+        """The read window an object ahead gets: one part while its size is unknown, else as much of itself
+        as it will get once it is read."""
         if size is None:
-            return self._first_window()
+            return self.part
         return max(1, min(size, self.reading_window))
 
     def cost_of(self, size: Optional[int]) -> int:
         """The most an object ahead may buffer."""
         if size is None:
-            return self._first_window()
+            return self.part
         part = self.part
         return max(1, min(size, -(-min(size, self.reading_window) // part) * part))
 
@@ -157,13 +156,6 @@ class PrefetchWindow:
             return self.cost_of(size)
         mean = -(-self._recent_sum // len(self._recent_costs))
         return max(min(self.part, self._recent_max), mean)
-
-    def _first_window(self) -> int:
-        """An object of unknown size: the parts it is guessed to fill (guessed_length_of) within the budget,
-        at least one. They are asked for as soon as its size comes, without waiting for the loader to see it:
-        on `s3like`, 64 MiB objects given as URLs read at 1,421-1,551 MB/s against 1,293-1,441 growing from
-        one part. On a near endpoint the budget keeps it to what the object would have grown to."""
-        return max(self.part, self.guessed_length_of(None))
 
     def remember_size(self, size: Optional[int]) -> None:
         """The size of the object pop() handed out last, once its headers came: counted among the recent sizes
@@ -179,14 +171,18 @@ class PrefetchWindow:
         return 0 if size is not None else self._recent_max
 
     def guessed_length_of(self, size: Optional[int]) -> int:
-        """For an object of unknown size, the least it probably holds: the recent objects' mean cost within
-        the budget, in whole parts (0: less than a part, or nothing to guess from). Its parts up to there are
-        received into the reader's results, planned before its size is known; it is counted at no less than
-        that until it is read (results planned past a shorter object's end are freed with its stream)."""
+        """For an object of unknown size, the least it probably holds: its first part if the recent objects
+        cost a part or more on average, else 0. That part is received into the reader's results, planned
+        before its size is known; it is counted at no less than that until it is read (results planned past a
+        shorter object's end are freed with its stream). Only the first part: the later ones begin once the
+        window widens, which plans them first. Opening it with the parts the mean suggests instead (its GETs
+        beginning with its headers) gained 7-10% MB/s on `s3like` for `read(1 MiB)`, but a reader of whole
+        objects plans nothing and then copied every such part out of a pool buffer: 1.42 against 1.02 CPU s/GB
+        for `read()` (benchmarks.md, run 36)."""
         if size is not None or not self._recent_costs:
             return 0
         part = self.part
-        return min(self._recent_sum // len(self._recent_costs), self.budget) // part * part
+        return part if self._recent_sum >= part * len(self._recent_costs) else 0
 
     def has_room_for(self, size: Optional[int]) -> bool:
         """Whether an object of ``size`` (None: unknown) may be requested now."""
@@ -206,8 +202,7 @@ class PrefetchWindow:
             self._measure_latency()
         self._settle_sizes()  # small objects whose headers arrived give back most of their part
         # What they gave back goes to an object that waits to grow, if one does, not to a new one. The cost
-        # is asked anew: the budget just measured and the sizes just learned shape an unknown size's first
-        # window.
+        # is asked anew, in case what was learned changed it.
         return not self._growth_waiting and self._fits(size)
 
     def add(self, url: str, stream: _core.ObjectStream, size: Optional[int]) -> None:

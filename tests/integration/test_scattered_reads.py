@@ -270,41 +270,34 @@ def later_part(request: ProxiedRequest) -> bool:
     return request.is_get_object and "if-match" in request.headers
 
 
-def test_bodies_cut_short_are_received_again_into_their_results(  # type: ignore[no-untyped-def]
-    objects: dict[str, bytes], proxy: FaultProxy
-) -> None:
-    config = config_of_its_own(endpoint_url=proxy.endpoint_url)
-    client = native_client(config)
-    urls = taught(objects, config)
-    landed_before = client.landed_bytes
-    proxy.force(Fault.CUT_BODY, 4, eligible=later_part)
-
-    assert {url: b"".join(in_pieces(stream)) for url, stream in load(urls, config)} == {
-        url: objects[url] for url in urls
-    }
-    assert proxy.injected == {Fault.CUT_BODY: 4}
-    assert client.landed_bytes - landed_before >= len(urls) * SIZE // 2
-
-
 def first_part(request: ProxiedRequest) -> bool:
     """A GET of an object's first part (asked for before its size is known: no If-Match)."""
     return request.is_get_object and "if-match" not in request.headers
 
 
-def test_first_parts_cut_short_are_received_again_into_their_results(  # type: ignore[no-untyped-def]
-    objects: dict[str, bytes], proxy: FaultProxy
+@pytest.mark.parametrize("cut", ["later parts", "first parts"])
+def test_bodies_cut_short_are_received_again_into_their_results(  # type: ignore[no-untyped-def]
+    objects: dict[str, bytes], proxy: FaultProxy, cut: str
 ) -> None:
+    """Later parts planned once the size came (the loader), or first parts planned on a guess before it."""
     config = config_of_its_own(endpoint_url=proxy.endpoint_url)
     client = native_client(config)
     urls = taught(objects, config)
     landed_before = client.landed_bytes
-    proxy.force(Fault.CUT_BODY, 3, eligible=first_part)
-
-    read = {url: b"".join(in_pieces(opened_guessing(url, config, guessed_length=GUESS))) for url in urls}
+    if cut == "later parts":
+        cuts = 4
+        proxy.force(Fault.CUT_BODY, cuts, eligible=later_part)
+        read = {url: b"".join(in_pieces(stream)) for url, stream in load(urls, config)}
+        landed_at_least = len(urls) * SIZE // 2  # the first parts are not planned here
+    else:
+        cuts = 3
+        proxy.force(Fault.CUT_BODY, cuts, eligible=first_part)
+        read = {url: b"".join(in_pieces(opened_guessing(url, config, guessed_length=GUESS))) for url in urls}
+        landed_at_least = int(0.9 * len(urls) * SIZE)  # the retried first parts too
 
     assert read == {url: objects[url] for url in urls}
-    assert proxy.injected == {Fault.CUT_BODY: 3}
-    assert client.landed_bytes - landed_before >= 0.9 * len(urls) * SIZE  # the retried first parts too
+    assert proxy.injected == {Fault.CUT_BODY: cuts}
+    assert client.landed_bytes - landed_before >= landed_at_least
 
 
 @pytest.mark.parametrize("how", ["closed", "dropped"])

@@ -104,35 +104,18 @@ def test_budget_given_back_goes_to_the_object_that_waits_not_to_a_new_one() -> N
     assert any(stream.window > PART for stream in streams)
 
 
-def test_an_object_of_unknown_size_after_large_ones_asks_for_its_guessed_parts_within_the_budget() -> None:
-    # Its first window: the parts the recent objects' mean says it fills, asked for once its size comes.
-    # Before the budget is measured it is the budget's floor, and the refusal that measures it costs the
-    # object anew, so the worst case counted is what its stream was opened with, within max_bytes.
-    prefetch = window(40 * PART)
-    assert prefetch.window_of(None) == PART  # nothing to guess from
-    for index in range(3):
-        prefetch.add(f"listed-{index}", AnsweredLater(8 * PART), 8 * PART)  # type: ignore[arg-type]
-    assert prefetch.window_of(None) == prefetch.cost_of(None) == prefetch.budget == 2 * PART  # the floor
-    assert not prefetch._measured
-    admitted = prefetch.has_room_for(None)  # refused at the floor: measures (a budget of max_bytes)
-    assert prefetch._measured and prefetch.budget == 40 * PART
-    assert prefetch.window_of(None) == prefetch.cost_of(None) == prefetch.guessed_length_of(None) == 8 * PART
-    assert admitted
-    prefetch.add("unknown", AnsweredLater(8 * PART), None)  # type: ignore[arg-type]
-    assert prefetch.worst_case_bytes == 32 * PART
-
-
 def test_an_object_shorter_than_its_guess_is_counted_at_the_results_planned_for_it() -> None:
-    # Its results were planned on the guess before its size came, and are freed only with its stream: it
-    # must not give that memory back to the window when it turns out small (new objects would be requested
-    # on memory still held).
+    # After large objects, one of unknown size has results planned for its first part before its size came;
+    # they are freed only with its stream: it must not give that memory back to the window when it turns out
+    # small (new objects would be requested on memory still held).
     prefetch = window(40 * PART)
     for index in range(3):
         prefetch.add(f"listed-{index}", AnsweredLater(8 * PART), 8 * PART)  # type: ignore[arg-type]
-    assert prefetch.has_room_for(None)  # measured: a budget of max_bytes, a guess of eight parts
+    assert prefetch.guessed_length_of(None) == prefetch.window_of(None) == prefetch.cost_of(None) == PART
+    assert prefetch.has_room_for(None)
     small = AnsweredLater(PART // 8)
     prefetch.add("small", small, None)  # type: ignore[arg-type]
     small.answer()
     prefetch._settle_sizes()
-    assert prefetch._ahead[-1].cost == 8 * PART
-    assert prefetch.worst_case_bytes == 32 * PART
+    assert prefetch._ahead[-1].cost == PART
+    assert prefetch.worst_case_bytes == 25 * PART

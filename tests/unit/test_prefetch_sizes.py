@@ -46,8 +46,7 @@ def test_an_object_of_unknown_size_is_expected_to_grow_like_the_recent_ones() ->
     tracked.add("s3://b/huge", None, 100 * PART)  # type: ignore[arg-type]
     assert tracked.expected_cost_of(None) == -(-(5 + 8) * PART // 2)  # the mean: huge costs its window
     # Such an object probably fills its first part: it is received into the reader's results from it on.
-    # The mean (6.5 parts) in whole parts, within the budget (not measured here: its floor, two parts).
-    assert tracked.guessed_length_of(None) == 2 * PART
+    assert tracked.guessed_length_of(None) == PART  # its first part: see guessed_length_of
     assert tracked.guessed_length_of(5 * PART) == 0  # a known size is planned from its size instead
 
 
