@@ -143,14 +143,15 @@ def fetch_in_order(
                 continue
             while not window.has_room_for(target.size):
                 yield next_ready(until=target)
+            guessed_length = window.guessed_length_of(target.size)
             stream = client.open_native(
                 target.location,
                 window_bytes=window.window_of(target.size),
                 size_hint=target.size,
                 landing_capacity=window.landing_capacity_of(target.size),
-                guessed_length=window.guessed_length_of(target.size),
+                guessed_length=guessed_length,
             )
-            window.add(target.url, stream, target.size)
+            window.add(target.url, stream, target.size, guessed_length)
         while opened:
             yield next_ready()
         if failure is not None:

@@ -205,10 +205,12 @@ class PrefetchWindow:
         # is asked anew, in case what was learned changed it.
         return not self._growth_waiting and self._fits(size)
 
-    def add(self, url: str, stream: _core.ObjectStream, size: Optional[int]) -> None:
+    def add(self, url: str, stream: _core.ObjectStream, size: Optional[int], guessed_length: int = 0) -> None:
+        """Counts an object just requested. ``guessed_length``: what its stream was opened with
+        (:meth:`guessed_length_of`, asked before opening it): results planned for it before its size comes."""
         cost = self.cost_of(size)
         expected = cost if size is not None else self.expected_cost_of(size)
-        ahead = _Ahead(url, stream, size, cost, expected, self.guessed_length_of(size))
+        ahead = _Ahead(url, stream, size, cost, expected, guessed_length)
         self._ahead.append(ahead)
         self._bytes += cost
         self._expected += expected

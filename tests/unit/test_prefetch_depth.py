@@ -91,7 +91,7 @@ def test_budget_given_back_goes_to_the_object_that_waits_not_to_a_new_one() -> N
         assert not short_of_their_window(prefetch), f"object-{index} admitted while they wait to grow"
         assert len(prefetch._ahead) == 0 or prefetch.worst_case_bytes <= 12 * PART
         streams.append(AnsweredLater(size))
-        prefetch.add(f"object-{index}", streams[-1], None)  # type: ignore[arg-type]
+        prefetch.add(f"object-{index}", streams[-1], None, prefetch.guessed_length_of(None))  # type: ignore[arg-type]
         # What it was admitted at is what it is counted at (the one object always allowed aside).
         if len(prefetch._ahead) > 1:
             assert prefetch.worst_case_bytes <= prefetch.max_bytes, f"object-{index}"
@@ -114,7 +114,7 @@ def test_an_object_shorter_than_its_guess_is_counted_at_the_results_planned_for_
     assert prefetch.guessed_length_of(None) == prefetch.window_of(None) == prefetch.cost_of(None) == PART
     assert prefetch.has_room_for(None)
     small = AnsweredLater(PART // 8)
-    prefetch.add("small", small, None)  # type: ignore[arg-type]
+    prefetch.add("small", small, None, prefetch.guessed_length_of(None))  # type: ignore[arg-type]
     small.answer()
     prefetch._settle_sizes()
     assert prefetch._ahead[-1].cost == PART
