@@ -14,7 +14,7 @@ from benchmarks.clients import (
     LOADER_IN_DATALOADER,
     READ_CHUNK,
 )
-from benchmarks.report import FLOOR_RATIOS, fine_figure, validate
+from benchmarks.report import FLOOR_RATIOS, fine_figure, validate, whole_percent
 
 
 def _value(value: float | None) -> str:
@@ -61,14 +61,16 @@ def render(document: dict[str, Any]) -> str:
             f"**{title}** — {comparison['unit']}",
             "",
             "| client | median | min-max | vs ours | RSS growth MiB | CPU s/GB | CPU ms/item | fetched MiB "
-            "| endpoint CPU ms/request |" + extra_head,
+            "| endpoint CPU ms/request | machine busy % | machine CPU s/GB |" + extra_head,
         ]
-        lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + extra_rule)
+        lines.append(
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + extra_rule
+        )
         for client, row in comparison["clients"].items():
             if row["median"] is None:
                 errors = row["errors"][0].strip().splitlines() if row["errors"] else ["no result"]
                 lines.append(
-                    f"| {client} | failed | | | {errors[-1][:120]} | | | | |" + (" |" if label else "")
+                    f"| {client} | failed | | | {errors[-1][:120]} | | | | | | |" + (" |" if label else "")
                 )
                 continue
             ratio = f"{row['ratio_to_ours']:.2f}x" if row["ratio_to_ours"] else "-"
@@ -77,7 +79,9 @@ def render(document: dict[str, Any]) -> str:
                 f"| {_value(row['rss_growth_mib_median'])} | {_value(row.get('cpu_s_per_gb_median'))} "
                 f"| {fine_figure(row.get('cpu_ms_per_item_median'))} "
                 f"| {_value(row.get('fetched_mib_median'))} "
-                f"| {fine_figure(row.get('endpoint_cpu_ms_per_request_median'))} |"
+                f"| {fine_figure(row.get('endpoint_cpu_ms_per_request_median'))} "
+                f"| {whole_percent(row.get('machine_busy_percent_median'))} "
+                f"| {_value(row.get('machine_cpu_s_per_gb_median'))} |"
                 + (f" {_value(row.get('secondary_median'))} |" if label else "")
             )
         summary = []

@@ -1,8 +1,9 @@
 """One measurement, in a process of its own: ``python -m benchmarks.measure CLIENT WORKLOAD < CONTEXT_JSON``.
 
 Prints one JSON line: the adapter's Measurement (with the CPU seconds of its timed section, see
-``clients.common.process_cpu_seconds``) plus memory (RSS at the start of the timed work and the peak, of this
-process and of its DataLoader workers). The runner adds the bytes the endpoint sent while this process ran.
+``clients.common.process_cpu_seconds``, and the whole machine's, ``clients.common.MachineTime``) plus memory
+(RSS at the start of the timed work and the peak, of this process and of its DataLoader workers). The runner
+adds the bytes the endpoint sent while this process ran.
 
 A write workload's measurement writes under a fresh prefix (``benchmarks.writes``); in the check run, what it
 wrote is read back for the digest unless the adapter gave one (the checkpoints' loaded tensors); the prefix is
@@ -17,7 +18,7 @@ import sys
 
 from benchmarks import writes
 from benchmarks.clients import load
-from benchmarks.clients.common import Context, rss_baseline_bytes
+from benchmarks.clients.common import Context, MachineTime, rss_baseline_bytes
 from benchmarks.workloads import WORKLOADS
 
 
@@ -62,6 +63,9 @@ def run(client_name: str, workload: str, ctx: Context) -> dict:
         measurement = function(ctx)
         peak = peak_rss_bytes()
     result = measurement.to_dict()
+    if MachineTime.available_seconds > 0:  # (an adapter that times itself without a Stopwatch: unknown)
+        result["machine_busy_seconds"] = MachineTime.busy_seconds
+        result["machine_available_seconds"] = MachineTime.available_seconds
     # An adapter that built its data in memory first marked where its timed work began (reset_peak_rss).
     result["rss_start_bytes"] = rss_baseline_bytes() or baseline
     result["rss_peak_bytes"] = peak

@@ -60,6 +60,18 @@ def _cpu_seconds_per_gb(run: Run) -> float | None:
     return run.cpu_seconds / (run.bytes / 1e9)
 
 
+def _machine_busy_percent(run: Run) -> float | None:
+    if not run.machine_available_seconds or run.machine_busy_seconds is None:
+        return None
+    return 100 * run.machine_busy_seconds / run.machine_available_seconds
+
+
+def _machine_cpu_seconds_per_gb(run: Run) -> float | None:
+    if run.machine_busy_seconds is None or not run.bytes:
+        return None
+    return run.machine_busy_seconds / (run.bytes / 1e9)
+
+
 def speedup(ours: float | None, other: float | None, higher_is_better: bool) -> float | None:
     """How many times better ours is than `other` (>1: ours is better), whichever way the unit points."""
     if not ours or not other:
@@ -96,6 +108,16 @@ def summarize(cases: list[Case], runs: list[Run], meta: dict[str, Any]) -> dict[
                 else None,
                 # Of the timed section, the whole process (every thread) and its finished children.
                 "cpu_s_per_gb_median": _median(cpu_per_gb) if workload.cpu_per_gb else None,
+                # The whole machine over the timed section (client, endpoint, kernel): how much of its CPU was
+                # used, and what that cost per GB. Idle CPU means the run was not bound by CPU.
+                "machine_busy_percent_median": _median(
+                    [v for v in map(_machine_busy_percent, good_runs) if v is not None]
+                ),
+                "machine_cpu_s_per_gb_median": _median(
+                    [v for v in map(_machine_cpu_seconds_per_gb, good_runs) if v is not None]
+                )
+                if workload.cpu_per_gb
+                else None,
                 # CPU per item (issue 22 asks it for small objects): the client's timed CPU / items.
                 "cpu_ms_per_item_median": _median_ms_per(good_runs, "cpu_seconds", "items"),
                 "cpu_seconds_median": _median(
@@ -238,6 +260,10 @@ def _number(value: float | None) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:,.2f}"
 
 
+def whole_percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
 def table(document: dict[str, Any]) -> str:
     """A plain-text table: one block per comparison, a line per client."""
     lines = []
@@ -251,7 +277,7 @@ def table(document: dict[str, Any]) -> str:
         lines.append(
             f"  {'client':<24}{'median':>10}{'min':>10}{'max':>10}{'vs ours':>9}{'RSS+ MiB':>10}"
             f"{'CPU s/GB':>10}{'CPU ms/it':>10}{'fetched MiB':>13}{'requests':>10}{'EP ms/req':>10}"
-            + (f"{label:>10}" if label else "")
+            f"{'busy %':>8}{'all s/GB':>10}" + (f"{label:>10}" if label else "")
         )
         for client, row in comparison["clients"].items():
             ratio = row["ratio_to_ours"]
@@ -267,6 +293,8 @@ def table(document: dict[str, Any]) -> str:
                 f"{_number(row.get('cpu_s_per_gb_median')):>10}{fine_figure(row.get('cpu_ms_per_item_median')):>10}"
                 f"{_number(row.get('fetched_mib_median')):>13}{_number(row.get('requests_median')):>10}"
                 f"{fine_figure(row.get('endpoint_cpu_ms_per_request_median')):>10}"
+                f"{whole_percent(row.get('machine_busy_percent_median')):>8}"
+                f"{_number(row.get('machine_cpu_s_per_gb_median')):>10}"
                 + (f"{_number(row.get('secondary_median')):>10}" if label else "")
                 + failed
             )

@@ -69,6 +69,9 @@ class Run:
     requests: Optional[int] = None  # requests the endpoint answered in the same window
     # CPU seconds of the endpoint's processes in the same window (the embedded endpoint only).
     endpoint_cpu_seconds: Optional[float] = None
+    # The whole machine's CPU over the timed section: used, and available (clients.common.MachineTime).
+    machine_busy_seconds: Optional[float] = None
+    machine_available_seconds: Optional[float] = None
     extra: dict = field(default_factory=dict)
 
 
@@ -213,6 +216,8 @@ def run_interleaved(
                         fetched_bytes=result.get("fetched_bytes"),
                         requests=result.get("requests"),
                         endpoint_cpu_seconds=result.get("endpoint_cpu_seconds"),
+                        machine_busy_seconds=result.get("machine_busy_seconds"),
+                        machine_available_seconds=result.get("machine_available_seconds"),
                         extra=result.get("extra", {}),
                     )
                 except (RuntimeError, subprocess.TimeoutExpired) as error:

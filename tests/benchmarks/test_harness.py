@@ -24,6 +24,7 @@ from benchmarks.clients import (
     is_peer,
     load,
 )
+from benchmarks.clients.common import MachineTime, Stopwatch
 from benchmarks.endpoint.access_log import AccessLog
 from benchmarks.endpoint.nginx import LocalEndpoint, ensure_nginx_installed
 from benchmarks.endpoint.process_cpu import cpu_seconds
@@ -155,6 +156,22 @@ def test_small_objects_report_the_endpoints_cpu_per_request(endpoint: LocalEndpo
     assert "EP ms/req" in table({"meta": {"profile": "fast"}, "comparisons": [comparison]})
 
 
+def test_the_machines_cpu_is_counted_over_timed_sections_only() -> None:
+    """What the cores had and what they used, machine-wide, inside Stopwatches: a spin of this process is in
+    both; time outside a Stopwatch is in neither."""
+    busy, available = MachineTime.busy_seconds, MachineTime.available_seconds
+    time.sleep(0.3)  # untimed
+    with Stopwatch() as watch:
+        deadline = time.process_time() + 0.3
+        while time.process_time() < deadline:
+            pass
+    used = MachineTime.busy_seconds - busy
+    had = MachineTime.available_seconds - available
+    assert used >= 0.2  # our own spin, at least (ticks of 10 ms)
+    # Every core's time over the section, steal aside (a little under on a VM), nothing from the sleep.
+    assert 0.5 * watch.seconds <= had <= (os.cpu_count() or 1) * watch.seconds + 0.05
+
+
 def test_process_cpu_counts_live_processes_and_skips_gone_ones() -> None:
     start = cpu_seconds([os.getpid()])
     deadline = time.process_time() + 0.3
@@ -230,8 +247,10 @@ def test_results_document(tmp_path: Path, tiny_datasets) -> None:  # type: ignor
             cpu_seconds=c,
             fetched_bytes=gb,
             requests=3,
+            machine_busy_seconds=busy,
+            machine_available_seconds=4.0,
         )
-        for r, t, c in [(0, 300.0, 0.5), (1, 100.0, 0.7), (2, 200.0, 0.6)]
+        for r, t, c, busy in [(0, 300.0, 0.5, 1.0), (1, 100.0, 0.7, 3.0), (2, 200.0, 0.6, 2.0)]
     ] + [
         Run("boto3", "large", "", r, t, 1.0, 2, gb, 2**20, 2**20, cpu_seconds=0.4)
         for r, t in enumerate([50.0, 40.0, 60.0])
@@ -256,6 +275,9 @@ def test_results_document(tmp_path: Path, tiny_datasets) -> None:  # type: ignor
     assert comparison["clients"][OURS]["cpu_s_per_gb_median"] == pytest.approx(0.6)
     assert comparison["clients"][OURS]["fetched_mib_median"] == pytest.approx(gb / 2**20)
     assert comparison["clients"]["raw-http"]["cpu_s_per_gb_median"] is None  # not measured in that run
+    assert comparison["clients"][OURS]["machine_busy_percent_median"] == pytest.approx(50.0)
+    assert comparison["clients"][OURS]["machine_cpu_s_per_gb_median"] == pytest.approx(2.0)
+    assert comparison["clients"]["boto3"]["machine_busy_percent_median"] is None  # not measured
     assert comparison["ours_cpu_per_gb_vs_lowest_peer"] == pytest.approx(0.6 / 0.4)
     assert comparison["ours_cpu_per_gb_vs_floor"] == pytest.approx(0.6 / 0.2)
     assert comparison["ours_cpu_per_gb_vs_floor_ahead"] == pytest.approx(0.6 / 0.3)
@@ -266,6 +288,7 @@ def test_results_document(tmp_path: Path, tiny_datasets) -> None:  # type: ignor
     )
     rendered = table(document)
     assert "ours / best peer: 4.00x" in rendered and "1 failed: boom" in rendered
+    assert "busy %" in rendered and "all s/GB" in rendered
     assert "ours' CPU per GB / lowest peer's: 1.50x" in rendered
     assert "ours' CPU per GB / socket-floor's: 3.00x" in rendered
     assert "ours' CPU per GB / socket-floor-ahead's: 2.00x" in rendered
