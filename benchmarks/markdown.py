@@ -42,7 +42,9 @@ def render(document: dict[str, Any]) -> str:
         "Median (min-max); ratio = client median / torchdata_s3 median. CPU s/GB: user + system seconds of "
         "the client's whole process (all threads, finished child processes) over the timed section, per GB "
         "read, and per item; fetched: body bytes the endpoint sent during the measurement's process (its "
-        "access log); endpoint CPU: its processes' user + system seconds in that window, per request.",
+        "access log); endpoint CPU: its processes' user + system seconds in that window, per request; "
+        "machine busy % and CPU s/GB: the whole machine's busy time (every process and the kernel, steal "
+        "aside, /proc/stat) over the timed section, as a share of what its cores had and per GB read.",
         "",
     ]
     check = meta.get("profile_check") or {}
