@@ -8,13 +8,14 @@ client construction; ``ctx.verify`` asks for a content digest (computed only in 
 
 from __future__ import annotations
 
-import os
 import resource
 import time
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Optional
+
+from benchmarks.endpoint.process_cpu import machine_cpu_seconds
 
 MiB = 1024 * 1024
 READ_SIZE = MiB  # what every streaming reader asks for per read() call
@@ -116,17 +117,6 @@ def rss_baseline_bytes() -> Optional[int]:
     return _rss_baseline_bytes
 
 
-def machine_cpu_ticks() -> tuple[int, int]:
-    """``(busy, available)`` clock ticks of all the machine's CPUs since boot (``/proc/stat``): busy is user,
-    nice, system, irq and softirq time (the client, the endpoint, the kernel's network work alike); available
-    adds idle and iowait. Steal (the hypervisor's) is in neither: no process here could have used it."""
-    with open("/proc/stat") as stat:
-        fields = [int(value) for value in stat.readline().split()[1:8]]
-    user, nice, system, idle, iowait, irq, softirq = fields
-    busy = user + nice + system + irq + softirq
-    return busy, busy + idle + iowait
-
-
 class MachineTime:
     """The whole machine's CPU over this process's timed sections (every Stopwatch), in seconds: what the
     client, the endpoint and the kernel used (``busy_seconds``) out of what the CPUs had
@@ -137,10 +127,10 @@ class MachineTime:
     available_seconds = 0.0
 
     @classmethod
-    def add(cls, started: tuple[int, int], ended: tuple[int, int]) -> None:
-        ticks_per_second = os.sysconf("SC_CLK_TCK")
-        cls.busy_seconds += (ended[0] - started[0]) / ticks_per_second
-        cls.available_seconds += (ended[1] - started[1]) / ticks_per_second
+    def add(cls, started: tuple[float, float], ended: tuple[float, float]) -> None:
+        """One timed section, from two readings of :func:`machine_cpu_seconds`."""
+        cls.busy_seconds += ended[0] - started[0]
+        cls.available_seconds += ended[1] - started[1]
 
 
 class Stopwatch:
@@ -148,7 +138,7 @@ class Stopwatch:
     machine's, in :class:`MachineTime`."""
 
     def __enter__(self) -> Stopwatch:
-        self.machine_started = machine_cpu_ticks()
+        self.machine_started = machine_cpu_seconds()
         self.cpu_started = process_cpu_seconds()
         self.started = time.perf_counter()
         return self
@@ -156,7 +146,7 @@ class Stopwatch:
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self.started
         self.cpu_seconds = process_cpu_seconds() - self.cpu_started
-        MachineTime.add(self.machine_started, machine_cpu_ticks())
+        MachineTime.add(self.machine_started, machine_cpu_seconds())
 
 
 def read_stream(read: Callable[[int], bytes], digest: Digest) -> int:

@@ -25,18 +25,9 @@ from typing import Optional
 
 from benchmarks.endpoint.nginx import LocalEndpoint, ensure_nginx_installed
 from benchmarks.endpoint.nginx_config import PROFILES
+from benchmarks.endpoint.process_cpu import cpu_seconds
 
 BUCKET = "capacity"
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (0 if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure_round(endpoint: LocalEndpoint, body_file: Path, objects: int, parallel: int) -> dict[str, float]:
@@ -49,13 +40,13 @@ def measure_round(endpoint: LocalEndpoint, body_file: Path, objects: int, parall
             config.write('output = "/dev/null"\n')
         config.flush()
         pids = endpoint.process_ids()
-        cpu_before = sum(process_cpu_seconds(pid) for pid in pids)
+        cpu_before = cpu_seconds(pids)
         started = time.perf_counter()
         command = ["curl", "--silent", "--fail", "--parallel", "--parallel-max", str(parallel)]
         # curl 7.88 prints its parallel progress meter even with --silent: capture, show on failure.
         curl = subprocess.run([*command, "--config", config.name], capture_output=True)
         seconds = time.perf_counter() - started
-        cpu = sum(process_cpu_seconds(pid) for pid in pids) - cpu_before
+        cpu = cpu_seconds(pids) - cpu_before
     if curl.returncode != 0:
         raise RuntimeError(
             f"curl exited with {curl.returncode}: {curl.stderr.decode(errors='replace')[-2000:]}"
