@@ -208,8 +208,7 @@ class PrefetchWindow:
     def add(self, url: str, stream: _core.ObjectStream, size: Optional[int], guessed_length: int = 0) -> None:
         """Counts an object just requested. ``guessed_length``: what its stream was opened with
         (:meth:`guessed_length_of`, asked before opening it): results planned for it before its size comes."""
-        cost = self.cost_of(size)
-        expected = cost if size is not None else self.expected_cost_of(size)
+        cost, expected = self._costs_of(size)
         ahead = _Ahead(url, stream, size, cost, expected, guessed_length)
         self._ahead.append(ahead)
         self._bytes += cost
@@ -260,11 +259,16 @@ class PrefetchWindow:
     def _fits(self, size: Optional[int]) -> bool:
         """Whether an object of `size` (None: unknown) fits, at its cost as of now, the node's free bytes and
         both limits."""
-        cost = self.cost_of(size)
+        cost, expected = self._costs_of(size)
         node = self.node_budget
         if node is not None and node.available < cost:
             return False  # the reader takes the next object: its bytes go back to the node
-        return self._within_limits(cost, cost if size is not None else self.expected_cost_of(size))
+        return self._within_limits(cost, expected)
+
+    def _costs_of(self, size: Optional[int]) -> tuple[int, int]:
+        """``(cost_of, expected_cost_of)`` an object of `size`: the same for a known size."""
+        cost = self.cost_of(size)
+        return cost, cost if size is not None else self.expected_cost_of(size)
 
     def _within_limits(self, more_bytes: int, more_expected: int) -> bool:
         """Whether both sums may grow by this much: the worst case within max_bytes, the expectation within
