@@ -9,8 +9,8 @@
 #              SANITIZE_FUZZ_SECONDS        fuzzing of the native parser under the sanitizers [20; 0: none]
 #              TEST_PROCESSES               processes of the test run (scripts/pytest-processes.sh)
 #
-# Everything lives in build/sanitize (layout: scripts/variant-build.sh), with fuzz/ for the fuzzer's
-# findings.
+# Everything lives in build/sanitize (layout: scripts/variant-build.sh), with reports/ for what the
+# sanitizers report during the tests (printed at the end) and fuzz/ for the fuzzer's findings.
 #
 # Sanitizer settings, and why:
 # - UB is not recoverable (-fno-sanitize-recover, cmake/Sanitizers.cmake): the first report aborts.
@@ -129,12 +129,18 @@ done
 ((count >= 9)) || fail "expected the 9 CRT libraries, found $count archives: $archives"
 echo "sanitize: _core and $count CRT archives carry ASan and aborting UBSan checks"
 
+# With $reports set, each process writes its reports to a file there (log_path=<prefix>.<pid>) instead of to
+# stderr: a worker that aborts inside pytest-xdist leaves its report where the end of this script prints it.
+reports=""
 sanitized() (
     cd "$out/view"
-    LD_PRELOAD="$libasan $libstdcxx" \
-        ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:print_summary=1" \
-        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-        "$py" "$@"
+    asan="detect_leaks=0:abort_on_error=1:halt_on_error=1:print_summary=1"
+    ubsan="print_stacktrace=1:halt_on_error=1"
+    if [[ -n "$reports" ]]; then
+        asan+=":log_path=$reports/asan"
+        ubsan+=":log_path=$reports/ubsan"
+    fi
+    LD_PRELOAD="$libasan $libstdcxx" ASAN_OPTIONS="$asan" UBSAN_OPTIONS="$ubsan" "$py" "$@"
 )
 
 step "checking that the sanitizers are live at run time"
@@ -175,8 +181,11 @@ if (($# == 0)); then set -- "${subset[@]}"; fi
 tests_status=0
 # shellcheck source=scripts/pytest-processes.sh
 source scripts/pytest-processes.sh
+reports=$out/reports
+rm -rf "$reports" && mkdir -p "$reports"
 sanitized -m pytest --rootdir="$out/view" -c "$out/view/pyproject.toml" -p no:cacheprovider \
     "${pytest_process_args[@]}" "${not_under_asan[@]}" --durations=5 "$@" || tests_status=$?
+reports=""
 
 # What scripts/fuzz.sh's coverage-guided run kept, replayed under the sanitizers; then blind fuzzing of the
 # native parser (the URL target's only native code is the key encoding, which the replay covers).
@@ -197,5 +206,11 @@ if ((fuzz_seconds > 0)); then
     fi
     echo "sanitize: list_objects_v2: $(sed -n 's/^stat::number_of_executed_units: *//p' "$log") inputs, no failure"
 fi
+for report in "$out"/reports/*; do  # printed last, so that the end of the log shows what the sanitizers saw
+    [[ -e "$report" ]] || continue
+    echo "sanitize: report $report:" >&2
+    head -n 120 "$report" >&2
+    ((tests_status != 0)) || tests_status=1  # a report fails the run, whichever process wrote it
+done
 ((tests_status == 0)) || fail "tests under the sanitizers (pytest exit $tests_status, output above)"
 step "done"
