@@ -58,11 +58,15 @@ def split_top_level(text: str) -> list[str]:
     return parts
 
 
-def bound_parameters(function: Any) -> list[str]:
-    """Parameter names from pybind11's signature line: name(self: T, a: T, *, b: T = d) -> R."""
+def signature_parts(function: Any) -> list[str]:
+    """The parameters of pybind11's signature line, name(self: T, a: T, *, b: T = d) -> R, as written."""
     signature = (function.__doc__ or "").splitlines()[0]
-    inside = signature[signature.index("(") + 1 : signature.rindex(") ->")]
-    names = [part.split(":")[0].split("=")[0].strip() for part in split_top_level(inside)]
+    return split_top_level(signature[signature.index("(") + 1 : signature.rindex(") ->")])
+
+
+def bound_parameters(function: Any) -> list[str]:
+    """Parameter names from pybind11's signature line."""
+    names = [part.split(":")[0].split("=")[0].strip() for part in signature_parts(function)]
     return [name for name in names if name not in ("self", "*", "")]
 
 
@@ -109,3 +113,60 @@ def test_class_members_and_parameters_match(name: str) -> None:
         assert stub.pop("__init__") == runtime_init
     assert stub == runtime
     assert inspect.isclass(getattr(_core, name))
+
+
+# pybind11's names for the scalar types a parameter converts from, and the stub's name for each.
+SCALARS = {
+    "str": "str",
+    "bytes": "bytes",
+    "bool": "bool",
+    "typing.SupportsInt | typing.SupportsIndex": "int",
+    "typing.SupportsFloat | typing.SupportsIndex": "float",
+}
+
+
+def bound_scalar_types(function: Any) -> dict[str, str]:
+    """{parameter: stub type} for the parameters pybind11's signature line gives a scalar type."""
+    types = {}
+    for part in signature_parts(function):
+        name, _, annotation = part.split("=")[0].partition(":")
+        if annotation.strip() in SCALARS:
+            types[name.strip()] = SCALARS[annotation.strip()]
+    return types
+
+
+def stub_annotations() -> dict[str, dict[str, str]]:
+    """{"function" or "Class.method": {parameter: annotation as written}} from the stub."""
+    found: dict[str, dict[str, str]] = {}
+
+    def add(qualified: str, function: ast.FunctionDef) -> None:
+        arguments = function.args
+        found[qualified] = {
+            a.arg: ast.unparse(a.annotation)
+            for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+            if a.annotation is not None
+        }
+
+    for node in ast.parse(STUB.read_text()).body:
+        if isinstance(node, ast.FunctionDef):
+            add(node.name, node)
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef):
+                    add(f"{node.name}.{item.name}", item)
+    return found
+
+
+def test_scalar_parameter_types_match() -> None:
+    # A stub that says int where the binding takes str sends type checkers and readers the wrong way.
+    stub = stub_annotations()
+    mismatched = []
+    for qualified, written in stub.items():
+        owner, _, member = qualified.rpartition(".")
+        bound = getattr(getattr(_core, owner), member, None) if owner else getattr(_core, qualified)
+        if bound is None or ") ->" not in (getattr(bound, "__doc__", None) or "").partition("\n")[0]:
+            continue  # no signature line: __buffer__ (buffer protocol), properties, constructors not bound
+        for parameter, expected in bound_scalar_types(bound).items():
+            if parameter in written and written[parameter] != expected:
+                mismatched.append(f"{qualified}({parameter}: {written[parameter]}), bound as {expected}")
+    assert not mismatched, mismatched
