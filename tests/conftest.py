@@ -62,6 +62,21 @@ def isolated_aws_environment(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", TEST_SECRET_KEY)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failed test that used a moto server gets the server's own account of its errors in its report: a
+    5xx answer reaches the client only as a status, and the traceback behind it is in the server's log."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if not report.failed:
+        return
+    for name, value in getattr(item, "funcargs", {}).items():
+        if isinstance(value, MotoServer) and not value.log.closed:
+            errors = value.server_errors()
+            if errors:
+                report.sections.append((f"{name} (moto) errors", errors))
+
+
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[MotoServer]:
     server = MotoServer()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -11,6 +12,9 @@ import time
 import urllib.error
 import urllib.request
 from typing import Optional
+
+# A request line of werkzeug's log answered with a 5xx status: "PUT /b/k?partNumber=3 HTTP/1.1" 500 -
+_SERVER_ERROR = re.compile(r'HTTP/1\.[01]" 5\d\d ')
 
 
 def free_loopback_port() -> int:
@@ -53,6 +57,18 @@ class MotoServer:
     def log_tail(self, limit: int = 2000) -> str:
         self.log.seek(0)
         return self.log.read().decode(errors="replace")[-limit:]
+
+    def server_errors(self, context_lines: int = 60) -> str:
+        """The server's log from its first traceback or 5xx answer on (for a failed test's report), or ""."""
+        self.log.seek(0)
+        lines = self.log.read().decode(errors="replace").splitlines()
+        marks = [
+            n for n, line in enumerate(lines) if line.startswith("Traceback") or _SERVER_ERROR.search(line)
+        ]
+        if not marks:
+            return ""
+        shown = lines[max(0, marks[0] - 3) : marks[0] + context_lines]
+        return f"{len(marks)} error lines; from the first:\n" + "\n".join(shown)
 
     def logged_requests(self) -> list[str]:
         """Every request the server has answered so far, as ``"METHOD /path?query HTTP/1.1"``, in order."""
