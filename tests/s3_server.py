@@ -54,14 +54,17 @@ class MotoServer:
         self.stop()
         raise RuntimeError(f"moto server did not answer on {self.endpoint_url} within {timeout_s} s")
 
-    def log_tail(self, limit: int = 2000) -> str:
+    def _log_text(self) -> str:
+        """Everything the server has logged so far (it writes the file; this reads it from the start)."""
         self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-limit:]
+        return self.log.read().decode(errors="replace")
+
+    def log_tail(self, limit: int = 2000) -> str:
+        return self._log_text()[-limit:]
 
     def server_errors(self, context_lines: int = 60) -> str:
         """The server's log from its first traceback or 5xx answer on (for a failed test's report), or ""."""
-        self.log.seek(0)
-        lines = self.log.read().decode(errors="replace").splitlines()
+        lines = self._log_text().splitlines()
         marks = [
             n for n, line in enumerate(lines) if line.startswith("Traceback") or _SERVER_ERROR.search(line)
         ]
@@ -72,8 +75,7 @@ class MotoServer:
 
     def logged_requests(self) -> list[str]:
         """Every request the server has answered so far, as ``"METHOD /path?query HTTP/1.1"``, in order."""
-        self.log.seek(0)
-        lines = self.log.read().decode(errors="replace").splitlines()
+        lines = self._log_text().splitlines()
         return [line.split('"')[1] for line in lines if line.count('"') >= 2 and '] "' in line]
 
     def reset(self) -> None:
