@@ -1350,3 +1350,97 @@ _crt_insert_after("aws-c-s3/source/s3_client.c"
 _crt_replace("aws-c-s3/source/s3_client.c"
 "                .max_connections = aws_s3_client_get_max_active_connections(client, NULL),"
 "                .max_connections = s_get_configured_max_active_connections(client, NULL),")
+
+# aws-c-http, aws-c-s3: a store that completes an upload silently has its CompleteMultipartUpload cut and sent
+# again, and a write that succeeded can then be reported as failed.
+#
+# The connection monitor (monitoring_options: at least 1 B/s over S3Config.request_timeout_ms / 3, 4 s by
+# default) also times the wait for an answer's first byte. CompleteMultipartUpload, UploadPartCopy and
+# CopyObject make the store work on the whole object before it answers; S3 sends whitespace meanwhile, but
+# moto (and any store that does not) stays silent: a 256 MiB upload's Complete to moto took over 4 s under
+# load, was cut and sent again while moto was still completing, and the second Complete failed (moto's 500
+# for an upload id it had just completed; NoSuchUpload on other stores), so the writer raised although the
+# object was there (tests/integration/test_write.py, test_one_huge_write_stays_within_the_write_window, in
+# sanitizer runs). These requests now wait for their first byte under a first-byte timeout of their own
+# (aws_s3_client_config.completion_timeout_ms, S3Config.completion_timeout_ms), and aws-c-http leaves a stream
+# that waits under such a timeout to that timeout instead of also timing it by throughput. The monitor times
+# the request again from its first answer byte on (S3's whitespace), and while the request is still sent.
+# Tests: tests/integration/test_write_faults.py, test_a_silent_completion_is_waited_for_not_sent_again and
+# test_an_endpoint_that_stops_answering_fails_the_writer_in_bounded_time[CompleteMultipartUpload].
+_crt_replace("aws-c-http/source/h1_connection.c"
+"    if (connection->thread_data.incoming_stream) {
+        s_add_time_measurement_to_stats(
+            connection->thread_data.incoming_stream_timestamp_ns,
+            now_ns,
+            &connection->thread_data.stats.pending_incoming_stream_ms);
+
+        connection->thread_data.incoming_stream_timestamp_ns = now_ns;
+"
+"    struct aws_h1_stream *incoming = connection->thread_data.incoming_stream;
+    if (incoming != NULL && incoming->base.client_data != NULL &&
+        incoming->base.client_data->response_first_byte_timeout_task.fn != NULL) {
+        /* torchdata_s3 fix (cmake/AwsCrtPatches.cmake): the stream waits for its answer's first byte under a
+         * timeout of its own; the throughput monitor does not time that wait as well. */
+        connection->thread_data.incoming_stream_timestamp_ns = now_ns;
+    } else if (incoming != NULL) {
+        s_add_time_measurement_to_stats(
+            connection->thread_data.incoming_stream_timestamp_ns,
+            now_ns,
+            &connection->thread_data.stats.pending_incoming_stream_ms);
+
+        connection->thread_data.incoming_stream_timestamp_ns = now_ns;
+")
+_crt_insert_after("aws-c-s3/include/aws/s3/s3_client.h"
+"    const struct aws_http_connection_monitoring_options *monitoring_options;
+"
+"
+    /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): the longest wait for the first byte of the answer to a
+     * request that makes the server work on a whole object (CompleteMultipartUpload, UploadPartCopy,
+     * CopyObject); monitoring_options does not time that wait. 0: monitoring_options times it too. */
+    uint32_t completion_timeout_ms;
+")
+_crt_insert_after("aws-c-s3/include/aws/s3/private/s3_client_impl.h"
+"    struct aws_atomic_var upload_timeout_ms;
+"
+"
+    uint32_t completion_timeout_ms; /* torchdata_s3 addition: see aws_s3_client_config */
+")
+_crt_replace("aws-c-s3/source/s3_client.c"
+"    if (client_config->monitoring_options) {
+"
+"    client->completion_timeout_ms = client_config->completion_timeout_ms; /* torchdata_s3 addition */
+
+    if (client_config->monitoring_options) {
+")
+_crt_insert_after("aws-c-s3/source/s3_meta_request.c"
+"        request->upload_timeout_ms = (size_t)options.response_first_byte_timeout_ms;
+    }
+"
+"    /* torchdata_s3 addition (cmake/AwsCrtPatches.cmake): the server works on the whole object, silently on
+     * some stores, before it answers these. */
+    if (client->completion_timeout_ms != 0 &&
+        (request->request_type == AWS_S3_REQUEST_TYPE_COMPLETE_MULTIPART_UPLOAD ||
+         request->request_type == AWS_S3_REQUEST_TYPE_UPLOAD_PART_COPY ||
+         request->request_type == AWS_S3_REQUEST_TYPE_COPY_OBJECT)) {
+        options.response_first_byte_timeout_ms = client->completion_timeout_ms;
+    }
+")
+
+# aws-c-s3: a CopyObject that gets no answer at all crashes the process.
+#
+# A copy below the multipart threshold is sent as one CopyObject ("bypass"); when it finishes, the CRT hands
+# its response headers to the meta request's headers callback whatever the outcome. A request that failed
+# without any answer (every attempt's connection dropped, the meta request cancelled) has none, and the
+# callback got NULL (SIGSEGV in ours, seen). Every other path calls it only with headers (a failure's come
+# with the finish, when it has some); this one now does too.
+# Test: tests/integration/test_copy.py, test_a_copy_without_any_answer_raises_naming_the_destination.
+_crt_replace("aws-c-s3/source/s3_copy_object.c"
+"        case AWS_S3_COPY_OBJECT_REQUEST_TAG_BYPASS: {
+
+            /* Invoke headers callback if it was requested for this meta request */
+            if (meta_request->headers_callback != NULL) {"
+"        case AWS_S3_COPY_OBJECT_REQUEST_TAG_BYPASS: {
+
+            /* Invoke headers callback if it was requested for this meta request */
+            /* torchdata_s3 fix (cmake/AwsCrtPatches.cmake): and only with the headers of an answer. */
+            if (meta_request->headers_callback != NULL && request->send_data.response_headers != NULL) {")

@@ -303,7 +303,7 @@ PYBIND11_MODULE(_core, m) {
                          uint16_t proxy_port, const std::string& proxy_username, const std::string& proxy_password,
                          uint64_t multipart_threshold_bytes, bool requester_pays, uint32_t retry_backoff_ms,
                          bool adaptive_rate, uint32_t max_throttle_retries, const std::string& node_budget_path,
-                         uint64_t node_budget_bytes, bool tune_connections) {
+                         uint64_t node_budget_bytes, bool tune_connections, uint32_t completion_timeout_ms) {
                  ClientOptions o;
                  o.region = region;
                  o.endpoint_scheme = endpoint_scheme;
@@ -338,6 +338,7 @@ PYBIND11_MODULE(_core, m) {
                  o.node_budget_path = node_budget_path;
                  o.node_budget_bytes = node_budget_bytes;
                  o.tune_connections = tune_connections;
+                 o.completion_timeout_ms = completion_timeout_ms;
                  return make_client(std::move(o));
              }),
              py::kw_only(), py::arg("region"), py::arg("endpoint_scheme"), py::arg("endpoint_host"),
@@ -350,7 +351,7 @@ PYBIND11_MODULE(_core, m) {
              py::arg("proxy_username") = "", py::arg("proxy_password") = "", py::arg("multipart_threshold_bytes") = 0,
              py::arg("requester_pays") = false, py::arg("retry_backoff_ms") = 0, py::arg("adaptive_rate") = false,
              py::arg("max_throttle_retries") = 0, py::arg("node_budget_path") = "", py::arg("node_budget_bytes") = 0,
-             py::arg("tune_connections") = false)
+             py::arg("tune_connections") = false, py::arg("completion_timeout_ms") = 0)
         .def(
             "list_objects_v2",
             [](S3Client& client, const std::string& bucket, const std::string& prefix, const std::string& delimiter,

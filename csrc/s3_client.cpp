@@ -143,6 +143,7 @@ void S3Client::create_client() {
     config.max_active_connections_override = options_.max_connections;
     config.memory_limit_in_bytes = options_.memory_limit_bytes;
     config.connect_timeout_ms = options_.connect_timeout_ms;
+    config.completion_timeout_ms = options_.completion_timeout_ms;
     // Read backpressure bounds what each open object may buffer; every stream then widens its own window.
     config.enable_read_backpressure = true;
     config.initial_read_window = options_.part_size_bytes;

@@ -49,12 +49,13 @@ struct ClientOptions {
     uint64_t memory_limit_bytes = 0;         // 0: the CRT's choice for the throughput target
     uint64_t read_window_bytes = 0;          // what each stream may buffer ahead of its reader (required)
 
-    uint32_t connect_timeout_ms = 0;    // 0: the CRT's default (3000 ms)
-    uint32_t stall_timeout_s = 0;       // a connection moving no byte for this long is dropped; 0: never
-    uint32_t max_retries = 0;           // 0: no retries (a single attempt)
-    uint32_t retry_backoff_ms = 0;      // the backoff's scale: retry n waits up to 2^n times this; 0: the CRT's
-    bool adaptive_rate = false;         // pace requests after throttling (send_pacer.h)
-    uint32_t max_throttle_retries = 0;  // with adaptive_rate: retries of a throttled request
+    uint32_t connect_timeout_ms = 0;     // 0: the CRT's default (3000 ms)
+    uint32_t stall_timeout_s = 0;        // a connection moving no byte this long is dropped; 0: the CRT's 30 s
+    uint32_t completion_timeout_ms = 0;  // first-byte wait of a Complete or a copy; 0: stall_timeout_s's
+    uint32_t max_retries = 0;            // 0: no retries (a single attempt)
+    uint32_t retry_backoff_ms = 0;       // the backoff's scale: retry n waits up to 2^n times this; 0: the CRT's
+    bool adaptive_rate = false;          // pace requests after throttling (send_pacer.h)
+    uint32_t max_throttle_retries = 0;   // with adaptive_rate: retries of a throttled request
 
     // A proxy to connect through (CONNECT for https, forwarding for http); empty host: none.
     std::string proxy_host;

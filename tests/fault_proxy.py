@@ -1,5 +1,6 @@
 """A fault-injecting HTTP/1.1 reverse proxy for the tests: it sits between the code under test and the moto
-server and, for chosen requests, answers 503/500, drops the connection, cuts or stalls the body.
+server and, for chosen requests, answers 503/500, drops the connection, cuts or stalls the body, or holds
+the answer back.
 
 Real sockets on loopback (optionally TLS towards the client, with an ``ssl.SSLContext`` the test makes), one
 thread per client connection, keep-alive towards the client (the CRT reuses
@@ -43,6 +44,9 @@ class Fault(str, enum.Enum):
     CUT_REQUEST = "cut_request"
     # Forward the request with the middle byte of its body inverted (corruption on the way).
     FLIP_REQUEST_BYTE = "flip_request_byte"
+    # Forward the request, then hold the whole answer back for slow_answer_s: a store that works silently
+    # before it answers (moto completing a large upload).
+    SLOW_ANSWER = "slow_answer"
 
 
 # Faults applied while the request is still arriving.
@@ -106,6 +110,8 @@ class ProxiedRequest:
             return "CreateMultipartUpload"
         if self.method == "POST" and "uploadId=" in query:
             return "CompleteMultipartUpload"
+        if self.method == "PUT" and "x-amz-copy-source" in self.headers:
+            return "UploadPartCopy" if "partNumber=" in query else "CopyObject"
         if self.method == "PUT" and "partNumber=" in query:
             return "UploadPart"
         if self.method == "DELETE" and "uploadId=" in query:
@@ -166,6 +172,7 @@ class FaultProxy:
         stall_s: how long a stalled or unanswered request stays silent at most (it also ends when the
             client closes the connection, or the proxy stops).
         latency_s: every answer waits this long after its request arrived (a far endpoint's round trip).
+        slow_answer_s: how long a SLOW_ANSWER holds its answer back.
         tls: serve HTTPS to the client with this server context (the faults then happen inside TLS).
     """
 
@@ -176,11 +183,13 @@ class FaultProxy:
         seed: int = 0,
         stall_s: float = 60.0,
         latency_s: float = 0.0,
+        slow_answer_s: float = 3.0,
         tls: Optional[ssl.SSLContext] = None,
     ) -> None:
         self.upstream_port = upstream_port
         self.stall_s = stall_s
         self.latency_s = latency_s
+        self.slow_answer_s = slow_answer_s
         self._tls = tls
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -437,6 +446,9 @@ class FaultProxy:
             fault = None  # nothing to cut: the answer goes through whole and no fault is counted
         head = _response_head(status, reason, headers, length)
         self._record(request, fault, status, body)
+        if fault is Fault.SLOW_ANSWER:
+            self._stopping.wait(self.slow_answer_s)
+            fault = None  # then the whole answer
         if fault is None:
             connection.sendall(head + payload)
             return _keeps_alive(request)

@@ -174,6 +174,7 @@ class S3Client:
         node_budget_path: str = "",
         node_budget_bytes: int = 0,
         tune_connections: bool = False,
+        completion_timeout_ms: int = 0,
     ) -> None: ...
     @property
     def connection_limit(self) -> int: ...

@@ -562,7 +562,10 @@ class S3Client:
                 source.key,
                 location.bucket,
                 location.key,
-                timeout_ms=self.config.request_timeout_ms,
+                # No limit on the whole: a copy takes as long as the store copies (UploadPartCopy parts in
+                # parallel for a large one). Each request is still bounded: silent connections are dropped,
+                # and each copy request's answer is given completion_timeout_ms.
+                timeout_ms=0,
             )
         except S3FileNotFoundError as error:
             if error.operation != "HeadObject":

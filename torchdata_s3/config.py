@@ -79,6 +79,11 @@ class S3Config:
         request_timeout_ms: the longest wait for the next piece of a response before the request is
             cancelled and :class:`~torchdata_s3.S3TimeoutError` raised [10000].
         connect_timeout_ms: TCP/TLS connect timeout per attempt [3000].
+        completion_timeout_ms: the longest wait for the answer to a request that makes the store work on the
+            whole object first: CompleteMultipartUpload (a writer's close), UploadPartCopy and CopyObject
+            [60000, boto3's read timeout]. S3 sends whitespace while it works; a store that stays silent is
+            given this long, not the third of ``request_timeout_ms`` after which a silent connection is
+            otherwise dropped (a Complete cut off and sent again can fail although the first one completed).
         max_retries: retries of a failed request (5xx, SlowDown, dropped connections) [5]. 0: one attempt.
         retry_backoff_ms: the scale of the wait before a retry: retry n waits a random time up to
             2^n times this, at most 20 s ("full jitter") [500, the CRT's].
@@ -144,6 +149,7 @@ class S3Config:
     retain_bytes: int = 64 * MiB
     request_timeout_ms: int = 10_000
     connect_timeout_ms: int = 3_000
+    completion_timeout_ms: int = 60_000
     max_retries: int = 5
     retry_backoff_ms: int = 500
     adaptive_rate: bool = True
@@ -182,6 +188,7 @@ class S3Config:
             ("write_window_bytes", 1),
             ("request_timeout_ms", 1),
             ("connect_timeout_ms", 1),
+            ("completion_timeout_ms", 1),
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -410,6 +417,7 @@ class S3Config:
             # A connection that moves no byte for a third of the reader's patience is dropped and its part
             # retried, so a stall is usually repaired before request_timeout_ms runs out.
             "stall_timeout_s": max(1, -(-self.request_timeout_ms // 3000)),
+            "completion_timeout_ms": self.completion_timeout_ms,
             "max_retries": self.max_retries,
             "retry_backoff_ms": self.retry_backoff_ms,
             "adaptive_rate": self.adaptive_rate,

@@ -352,6 +352,14 @@ def _classify(info: dict) -> tuple[type, str]:
     if _is_proxy_refusal(info):
         return S3NetworkError, _proxy_cause(info)[1]
     if status == 0 and crt.startswith(_NETWORK_PREFIXES):
+        if crt == "AWS_ERROR_HTTP_RESPONSE_FIRST_BYTE_TIMEOUT":
+            # Only the requests that make the store work on the whole object wait under this timeout.
+            return (
+                S3TimeoutError,
+                "the endpoint did not begin its answer within completion_timeout_ms on any attempt (it works "
+                "on the whole object first: CompleteMultipartUpload, UploadPartCopy, CopyObject); raise "
+                "completion_timeout_ms or check the endpoint",
+            )
         if "TIMEOUT" in crt:
             return (
                 S3TimeoutError,

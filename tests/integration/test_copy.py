@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from torchdata_s3 import S3Client, S3Config, S3FileNotFoundError
+from tests.fault_proxy import Fault, FaultProxy
+from torchdata_s3 import S3Client, S3Config, S3Error, S3FileNotFoundError
 
 
 def test_copy_is_done_by_the_server_across_buckets_and_odd_keys(boto_s3, bucket: str, moto_server) -> None:  # type: ignore[no-untyped-def]
@@ -31,3 +32,28 @@ def test_a_missing_source_raises_file_not_found_naming_the_source(boto_s3, bucke
     boto_s3.put_object(Bucket=bucket, Key="src", Body=b"x")
     with pytest.raises(S3FileNotFoundError, match=f"{bucket}-missing"):  # the destination's bucket is missing
         client.copy(f"s3://{bucket}/src", f"s3://{bucket}-missing/dst")
+
+
+def test_a_silent_copy_is_waited_for_not_sent_again(boto_s3, bucket: str, moto_server) -> None:  # type: ignore[no-untyped-def]
+    # request_timeout_ms 3000: a connection that moves no byte for 1 s is dropped, but a copy's answer is
+    # given completion_timeout_ms: the store copies the whole object before it answers.
+    boto_s3.put_object(Bucket=bucket, Key="src", Body=b"copied silently")
+    with FaultProxy(moto_server.port, slow_answer_s=3.0) as proxy:
+        proxy.force(Fault.SLOW_ANSWER, 1, eligible=lambda request: request.s3_operation == "CopyObject")
+        client = S3Client(S3Config.resolve(endpoint_url=proxy.endpoint_url, request_timeout_ms=3000))
+        client.copy(f"s3://{bucket}/src", f"s3://{bucket}/dst")
+        assert proxy.injected == {Fault.SLOW_ANSWER: 1}
+        assert [r.method for r in proxy.records] == ["HEAD", "PUT"]
+    assert boto_s3.get_object(Bucket=bucket, Key="dst")["Body"].read() == b"copied silently"
+
+
+def test_a_copy_without_any_answer_raises_naming_the_destination(boto_s3, bucket: str, moto_server) -> None:  # type: ignore[no-untyped-def]
+    # Every attempt's connection is dropped before an answer: the CRT has no response headers to report.
+    boto_s3.put_object(Bucket=bucket, Key="src", Body=b"never copied")
+    with FaultProxy(moto_server.port) as proxy:
+        proxy.force(Fault.DROP, 10, eligible=lambda request: request.s3_operation == "CopyObject")
+        client = S3Client(S3Config.resolve(endpoint_url=proxy.endpoint_url, max_retries=1))
+        with pytest.raises(S3Error, match=f"s3://{bucket}/dst"):
+            client.copy(f"s3://{bucket}/src", f"s3://{bucket}/dst")
+        assert proxy.injected == {Fault.DROP: 2}
+    assert "Contents" not in boto_s3.list_objects_v2(Bucket=bucket, Prefix="dst")

@@ -13,7 +13,7 @@ import pytest
 
 from tests.fault_proxy import Fault, FaultProxy, ProxiedRequest
 from tests.s3_server import MotoServer
-from torchdata_s3 import S3Client, S3Config, S3Error
+from torchdata_s3 import S3Client, S3Config, S3Error, S3TimeoutError
 
 pytestmark = pytest.mark.integration
 
@@ -186,11 +186,55 @@ def test_checksums_sent_match_the_bytes(
 def test_an_endpoint_that_stops_answering_fails_the_writer_in_bounded_time(
     boto_s3, bucket: str, proxy: FaultProxy, operation: str, size: int
 ) -> None:  # type: ignore[no-untyped-def]
-    # request_timeout_ms 3000 -> connections silent for 1 s are dropped; one retry, silent too (every
-    # attempt of every part is silenced).
+    # request_timeout_ms 3000 -> connections silent for 1 s are dropped, a Complete's after 2 s
+    # (completion_timeout_ms); one retry, silent too (every attempt of every part is silenced).
     proxy.force(Fault.NO_ANSWER, 10, eligible=operation_is(operation))
     started = time.monotonic()
-    with pytest.raises(S3Error, match=f"s3://{bucket}/obj"):
-        write(proxy, f"s3://{bucket}/obj", payload(size, seed=2), max_retries=1, request_timeout_ms=3000)
+    with pytest.raises(S3Error, match=f"s3://{bucket}/obj") as raised:
+        write(
+            proxy,
+            f"s3://{bucket}/obj",
+            payload(size, seed=2),
+            max_retries=1,
+            request_timeout_ms=3000,
+            completion_timeout_ms=2000,
+        )
     assert time.monotonic() - started < 20
+    if operation == "CompleteMultipartUpload":
+        assert isinstance(raised.value, S3TimeoutError)
+        assert "completion_timeout_ms" in str(raised.value)
     assert state_of(boto_s3, bucket) == ({}, [])
+
+
+# ---- a store that works silently before it answers ------------------------------------------------------
+
+
+def completes(proxy: FaultProxy) -> list[int]:
+    """The status of every CompleteMultipartUpload the proxy saw, in order."""
+    return [r.status for r in proxy.records if r.method == "POST" and "uploadId=" in r.query]
+
+
+def test_a_silent_completion_is_waited_for_not_sent_again(boto_s3, bucket: str, proxy: FaultProxy) -> None:  # type: ignore[no-untyped-def]
+    # request_timeout_ms 3000: a connection that moves no byte for 1 s is dropped. The Complete's answer
+    # comes 3 s after moto completed the upload. Sent again, a Complete can fail although the first one
+    # completed the upload (S3: NoSuchUpload; moto answered 500 to one that came while it was completing),
+    # and the writer would raise with the object in place.
+    proxy.slow_answer_s = 3.0
+    proxy.force(Fault.SLOW_ANSWER, 1, eligible=operation_is("CompleteMultipartUpload"))
+    data = payload(MULTIPART_SIZE, seed=5)
+    write(proxy, f"s3://{bucket}/obj", data, request_timeout_ms=3000)
+    assert proxy.injected == {Fault.SLOW_ANSWER: 1}
+    assert completes(proxy) == [200]
+    assert state_of(boto_s3, bucket) == ({"obj": data}, [])
+
+
+def test_a_completion_slower_than_its_timeout_is_sent_again(boto_s3, bucket: str, proxy: FaultProxy) -> None:  # type: ignore[no-untyped-def]
+    # The first Complete is never answered: after completion_timeout_ms it is cut and sent again, and the
+    # second one (which moto sees first) completes the upload.
+    proxy.force(Fault.NO_ANSWER, 1, eligible=operation_is("CompleteMultipartUpload"))
+    data = payload(MULTIPART_SIZE, seed=6)
+    started = time.monotonic()
+    write(proxy, f"s3://{bucket}/obj", data, request_timeout_ms=3000, completion_timeout_ms=1500)
+    assert 1.5 <= time.monotonic() - started < 20
+    assert completes(proxy) == [0, 200]
+    assert state_of(boto_s3, bucket) == ({"obj": data}, [])
