@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import subprocess
 import sys
@@ -130,7 +131,9 @@ def ensure_paths(names: Iterable[str], repo: Path) -> None:
             continue
         requirement = PATH_REQUIREMENTS[directory]
         needing = ", ".join(name for name in names if directory in PYTHONPATH.get(name, ()))
-        partial = target.with_name(target.name + ".partial")
+        # One per process: two test processes may install the same directory at once (the first to finish
+        # renames it into place; the other's copy is then dropped).
+        partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
         shutil.rmtree(partial, ignore_errors=True)
         print(f"installing {requirement} into {target} (for {needing})", file=sys.stderr, flush=True)
         command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(partial)]
@@ -144,7 +147,12 @@ def ensure_paths(names: Iterable[str], repo: Path) -> None:
                 flush=True,
             )
             continue
-        partial.rename(target)
+        try:
+            partial.rename(target)
+        except OSError:
+            if not target.is_dir():
+                raise
+            shutil.rmtree(partial, ignore_errors=True)  # another process finished first
 
 
 def is_peer(name: str) -> bool:
