@@ -137,6 +137,11 @@ def any_request(request: ProxiedRequest) -> bool:
     return True
 
 
+def operation_is(name: str) -> Callable[[ProxiedRequest], bool]:
+    """Eligibility for the requests of one S3 operation (see :attr:`ProxiedRequest.s3_operation`)."""
+    return lambda request: request.s3_operation == name
+
+
 @dataclasses.dataclass(frozen=True)
 class ErrorAnswer:
     """An S3 error answer: HTTP status and reason, then the error document's Code and Message."""

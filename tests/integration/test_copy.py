@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fault_proxy import Fault, FaultProxy
+from tests.fault_proxy import Fault, FaultProxy, operation_is
 from torchdata_s3 import S3Client, S3Config, S3Error, S3FileNotFoundError
 
 
@@ -39,7 +39,7 @@ def test_a_silent_copy_is_waited_for_not_sent_again(boto_s3, bucket: str, moto_s
     # given completion_timeout_ms: the store copies the whole object before it answers.
     boto_s3.put_object(Bucket=bucket, Key="src", Body=b"copied silently")
     with FaultProxy(moto_server.port, slow_answer_s=3.0) as proxy:
-        proxy.force(Fault.SLOW_ANSWER, 1, eligible=lambda request: request.s3_operation == "CopyObject")
+        proxy.force(Fault.SLOW_ANSWER, 1, eligible=operation_is("CopyObject"))
         client = S3Client(S3Config.resolve(endpoint_url=proxy.endpoint_url, request_timeout_ms=3000))
         client.copy(f"s3://{bucket}/src", f"s3://{bucket}/dst")
         assert proxy.injected == {Fault.SLOW_ANSWER: 1}
@@ -51,7 +51,7 @@ def test_a_copy_without_any_answer_raises_naming_the_destination(boto_s3, bucket
     # Every attempt's connection is dropped before an answer: the CRT has no response headers to report.
     boto_s3.put_object(Bucket=bucket, Key="src", Body=b"never copied")
     with FaultProxy(moto_server.port) as proxy:
-        proxy.force(Fault.DROP, 10, eligible=lambda request: request.s3_operation == "CopyObject")
+        proxy.force(Fault.DROP, 10, eligible=operation_is("CopyObject"))
         client = S3Client(S3Config.resolve(endpoint_url=proxy.endpoint_url, max_retries=1))
         with pytest.raises(S3Error, match=f"s3://{bucket}/dst"):
             client.copy(f"s3://{bucket}/src", f"s3://{bucket}/dst")

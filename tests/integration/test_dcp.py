@@ -14,7 +14,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
-from tests.fault_proxy import Fault, FaultProxy
+from tests.fault_proxy import Fault, FaultProxy, operation_is
 from tests.integration.dcp_state import assert_holds, state_dict
 from tests.readme import readme_example
 from tests.s3_server import MotoServer
@@ -138,7 +138,7 @@ def test_an_upload_failing_mid_save_leaves_no_checkpoint(
     url = f"s3://{bucket}/dropped"
     with FaultProxy(moto_server.port) as proxy:
         # One of the save's two data objects (thread_count=2) loses its connection, with no retry left.
-        proxy.force(Fault.DROP, count=1, eligible=lambda request: request.s3_operation == "PutObject")
+        proxy.force(Fault.DROP, count=1, eligible=operation_is("PutObject"))
         writer = S3StorageWriter(url, endpoint_url=proxy.endpoint_url, max_retries=0)
         with pytest.raises(CheckpointException) as failed:
             dcp.save(state_dict(1), storage_writer=writer, no_dist=True)

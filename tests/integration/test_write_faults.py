@@ -11,7 +11,7 @@ from typing import Optional
 
 import pytest
 
-from tests.fault_proxy import Fault, FaultProxy, ProxiedRequest
+from tests.fault_proxy import Fault, FaultProxy, ProxiedRequest, operation_is
 from tests.s3_server import MotoServer
 from torchdata_s3 import S3Client, S3Config, S3Error, S3TimeoutError
 
@@ -31,10 +31,6 @@ def proxy(moto_server: MotoServer, s3_endpoint: str) -> Iterator[FaultProxy]:
 
 def payload(size: int, seed: int) -> bytes:
     return random.Random(seed).randbytes(size)
-
-
-def operation_is(name: str):  # type: ignore[no-untyped-def]
-    return lambda request: request.s3_operation == name
 
 
 def is_upload(request: ProxiedRequest) -> bool:
