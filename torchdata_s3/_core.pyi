@@ -225,7 +225,6 @@ class S3Client:
         self,
         bucket: str,
         key: str,
-        *,
         byte_range: Optional[tuple[int, int]] = None,
         suffix_bytes: int = 0,
         if_match: str = "",
