@@ -32,9 +32,10 @@ def client(ctx: Context):  # type: ignore[no-untyped-def]
 
 
 def _bodies(ctx: Context):  # type: ignore[no-untyped-def]
+    # The client is made here, before the timed loop, as every adapter makes its own. (Made inside the
+    # generator it was timed: 0.1-0.15 s of loading boto3's models, a quarter of a 1 GiB read on `fast`.)
     s3 = client(ctx)
-    for key in ctx.keys:
-        yield key, s3.get_object(Bucket=ctx.bucket, Key=key)["Body"]
+    return ((key, s3.get_object(Bucket=ctx.bucket, Key=key)["Body"]) for key in ctx.keys)
 
 
 def _read_objects(ctx: Context) -> Measurement:
