@@ -5,6 +5,7 @@
 #include <aws/s3/s3_client.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 
@@ -27,6 +28,10 @@ struct ObjectUpload::Shared : RequestState {
     bool create_in_flight = false;
     uint64_t acknowledged_bytes = 0;
     std::string etag;
+    // Each part's ETag as the server answered its UploadPart: what a completed object's multipart ETag is made
+    // of, so that an upload whose CompleteMultipartUpload answer was lost can be recognised (see part_etags()).
+    std::map<uint32_t, std::string> part_etags;
+    bool completion_unanswered = false;      // a CompleteMultipartUpload attempt ended without any answer
     std::shared_ptr<ConnectionTuner> tuner;  // the client's (or null): told of each part sent, outside `mutex`
 
     ~Shared() override {
@@ -78,15 +83,45 @@ void on_finish(aws_s3_meta_request*, const aws_s3_meta_request_result* result, v
     }
 }
 
+// A part's ETag from its UploadPart's answer ("" without one, or for a failed attempt).
+std::string part_etag_of(aws_s3_request_metrics* metrics) {
+    int status = 0;
+    if (aws_s3_request_metrics_get_response_status_code(metrics, &status) != AWS_OP_SUCCESS) return "";
+    aws_http_headers* headers = nullptr;
+    aws_byte_cursor etag;
+    if (status / 100 != 2 || aws_s3_request_metrics_get_response_headers(metrics, &headers) != AWS_OP_SUCCESS ||
+        aws_http_headers_get(headers, aws_byte_cursor_from_c_str("ETag"), &etag) != AWS_OP_SUCCESS) {
+        return "";
+    }
+    return std::string(reinterpret_cast<const char*>(etag.ptr), etag.len);
+}
+
 // Runs once per finished HTTP request of the upload (each part, each retry, the create and complete calls).
 void on_telemetry(aws_s3_meta_request*, aws_s3_request_metrics* metrics, void* user_data) {
     aws_s3_request_type type = AWS_S3_REQUEST_TYPE_UNKNOWN;
     aws_s3_request_metrics_get_request_type(metrics, &type);
-    if (type != AWS_S3_REQUEST_TYPE_CREATE_MULTIPART_UPLOAD) return;
     ObjectUpload::Shared* shared = shared_of(user_data);
-    std::lock_guard<std::mutex> lock(shared->mutex);
-    shared->create_in_flight = false;
-    shared->changed.notify_all();
+    if (type == AWS_S3_REQUEST_TYPE_CREATE_MULTIPART_UPLOAD) {
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        shared->create_in_flight = false;
+        shared->changed.notify_all();
+    } else if (type == AWS_S3_REQUEST_TYPE_UPLOAD_PART) {
+        try {
+            std::string etag = part_etag_of(metrics);
+            if (etag.empty()) return;  // a failed attempt: the CRT sends the part again
+            uint32_t part_number = 0;
+            aws_s3_request_metrics_get_part_number(metrics, &part_number);
+            std::lock_guard<std::mutex> lock(shared->mutex);
+            shared->part_etags[part_number] = std::move(etag);
+        } catch (const std::exception&) {  // out of memory: the ETags are only needed if an answer is lost
+        }
+    } else if (type == AWS_S3_REQUEST_TYPE_COMPLETE_MULTIPART_UPLOAD) {
+        int status = 0;
+        if (aws_s3_request_metrics_get_response_status_code(metrics, &status) == AWS_OP_SUCCESS) return;
+        // Cut off or timed out before any answer: the server may have completed the upload all the same.
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        shared->completion_unanswered = true;
+    }
 }
 
 // The CRT calls this once a poll_write() that had to wait may be retried.
@@ -270,6 +305,16 @@ void ObjectUpload::abort() {
     // The CRT sends AbortMultipartUpload before it finishes the meta request: wait, so that nothing of this
     // upload is left on the server when abort() returns.
     meta_.wait_patiently(lock, [this] { return shared_->finished; }, request_.abort_timeout_ms);
+}
+
+std::vector<std::pair<uint32_t, std::string>> ObjectUpload::part_etags() {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    return {shared_->part_etags.begin(), shared_->part_etags.end()};
+}
+
+bool ObjectUpload::completion_unanswered() {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    return shared_->completion_unanswered;
 }
 
 uint64_t ObjectUpload::bytes_acknowledged() {

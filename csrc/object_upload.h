@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "meta_request.h"
 #include "node_budget.h"
@@ -55,6 +57,12 @@ public:
     uint64_t bytes_written() const { return bytes_written_; }
     // Bytes the server has acknowledged (parts completed).
     uint64_t bytes_acknowledged();
+    // Every part the server acknowledged, (part number, its ETag as answered), in part order; empty for a
+    // single PutObject.
+    std::vector<std::pair<uint32_t, std::string>> part_etags();
+    // Whether an attempt of CompleteMultipartUpload ended without any answer (cut off, or no first byte within
+    // completion_timeout_ms): the server may have completed the upload although complete() then failed.
+    bool completion_unanswered();
     bool usable_here() const { return meta_.usable_here(); }
 
     struct Shared;  // public only so that the CRT callbacks in object_upload.cpp can name it

@@ -1,5 +1,7 @@
 #include "py_object_upload.h"
 
+#include <pybind11/stl.h>
+
 #include "buffer_view.h"
 #include "gil_release.h"
 
@@ -40,6 +42,16 @@ uint64_t PyObjectUpload::bytes_acknowledged() const {
     return upload_->bytes_acknowledged();
 }
 
+std::vector<std::pair<uint32_t, std::string>> PyObjectUpload::part_etags() const {
+    GilRelease release;
+    return upload_->part_etags();
+}
+
+bool PyObjectUpload::completion_unanswered() const {
+    GilRelease release;
+    return upload_->completion_unanswered();
+}
+
 void bind_object_upload(py::module_& m) {
     py::class_<PyObjectUpload>(m, "ObjectUpload", "One S3 PutObject in flight (single or multipart).")
         .def_property_readonly("name", &PyObjectUpload::name)
@@ -50,6 +62,10 @@ void bind_object_upload(py::module_& m) {
         .def_property_readonly("bytes_written", &PyObjectUpload::bytes_written, "Bytes handed to the upload.")
         .def_property_readonly("bytes_acknowledged", &PyObjectUpload::bytes_acknowledged,
                                "Bytes the server acknowledged (parts completed).")
+        .def("part_etags", &PyObjectUpload::part_etags,
+             "(part number, ETag) of every part the server acknowledged, in order; empty for a single PUT.")
+        .def_property_readonly("completion_unanswered", &PyObjectUpload::completion_unanswered,
+                               "Whether a CompleteMultipartUpload attempt ended without any answer.")
         .def_property_readonly("usable_here", &PyObjectUpload::usable_here,
                                "False in a fork() child: the upload belongs to the parent.")
         .def("__repr__", [](const PyObjectUpload& u) { return "<torchdata_s3 ObjectUpload " + u.name() + ">"; });

@@ -6,6 +6,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "object_upload.h"
 
@@ -26,6 +28,8 @@ public:
     void abort();
     uint64_t bytes_written() const;
     uint64_t bytes_acknowledged() const;
+    std::vector<std::pair<uint32_t, std::string>> part_etags() const;
+    bool completion_unanswered() const;
     bool usable_here() const { return upload_ && upload_->usable_here(); }
 
 private:

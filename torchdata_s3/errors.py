@@ -333,6 +333,13 @@ def _classify(info: dict) -> tuple[type, str]:
         )
     if kind in ("short_body", "out_of_order"):
         return S3IntegrityError, "the object was not received intact; it may have been overwritten while read"
+    if code == "NoSuchUpload":
+        # Only a write's multipart upload can be gone. One completed by an attempt whose answer was lost is
+        # not raised (the writer finds the object made of its parts): what is left was ended by others.
+        return S3FileNotFoundError, (
+            "the multipart upload was aborted while it was written (a lifecycle rule on incomplete "
+            "uploads, or another process); write the object again"
+        )
     if code in _NOT_FOUND_CODES or status == 404:
         return S3FileNotFoundError, "check the bucket name and the key"
     if code in _PERMISSION_HINTS:

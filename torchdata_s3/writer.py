@@ -21,23 +21,43 @@ upload:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import _core
+from .errors import S3Error
 from .url import S3Url
 
 if TYPE_CHECKING:
     from .client import S3Client
 
-__all__ = ["CHECKSUM_ALGORITHMS", "ObjectUploader", "S3ObjectWriter"]
+__all__ = ["CHECKSUM_ALGORITHMS", "ObjectUploader", "S3ObjectWriter", "multipart_etag"]
 
 CHECKSUM_ALGORITHMS = ("crc32c", "crc64nvme")
 
 # What io.BufferedWriter gathers small writes into before handing them to the uploader: one native call (and
 # one GIL release) per MiB instead of per pickle opcode.
 _COALESCE_BYTES = 1024 * 1024
+
+
+def multipart_etag(part_etags: list[str]) -> Optional[str]:
+    """The ETag S3 gives an object completed from parts with these ETags, in part order: the MD5 of their
+    binary MD5s, then ``-`` and their count. None if a part's ETag is not an MD5 (as with SSE-KMS or SSE-C),
+    or there are none."""
+    digests = []
+    for etag in part_etags:
+        text = etag.strip('"')
+        if len(text) != 32:
+            return None
+        try:
+            digests.append(bytes.fromhex(text))
+        except ValueError:
+            return None
+    if not digests:
+        return None
+    return f"{hashlib.md5(b''.join(digests), usedforsecurity=False).hexdigest()}-{len(digests)}"
 
 
 class ObjectUploader(io.RawIOBase):
@@ -151,11 +171,39 @@ class ObjectUploader(io.RawIOBase):
                 self._pending = bytearray()
             else:
                 upload = self._upload
-            self.etag = upload.complete()
+            try:
+                self.etag = upload.complete()
+            except S3Error as error:
+                found = self._completed_although(upload, error)
+                if found is None:
+                    raise
+                self.etag = found
         except BaseException:
             self._fail()
             raise
         self._outcome = "committed"
+
+    def _completed_although(self, upload: _core.ObjectUpload, error: S3Error) -> Optional[str]:
+        """The object's ETag if `error` came from a CompleteMultipartUpload sent again after an attempt whose
+        answer was lost, and the object in place is this upload's; else None.
+
+        S3 answers NoSuchUpload to a second CompleteMultipartUpload once the first completed the upload: the
+        write succeeded although the call that reported it failed (boto3 reports it failed). The object's
+        ETag, which S3 makes of its parts' ETags, tells whether the object in place is made of this upload's
+        parts. Where a part's ETag is not an MD5 (SSE-KMS, SSE-C) it cannot be told, and the error stands.
+        """
+        if error.s3_error_code != "NoSuchUpload" or not upload.completion_unanswered:
+            return None
+        expected = multipart_etag([etag for _number, etag in upload.part_etags()])
+        if expected is None:
+            return None
+        try:
+            found = self._client.head(self.name)
+        except S3Error:
+            return None
+        if found.etag.strip('"') != expected or found.size != self._written:
+            return None
+        return found.etag
 
     def _start(self, body: Optional[bytearray]) -> _core.ObjectUpload:
         config = self._client.config
