@@ -288,33 +288,25 @@ def test_a_completion_whose_answer_was_lost_is_found_complete(
     assert writer.etag == boto_s3.head_object(Bucket=bucket, Key="obj")["ETag"]
 
 
-def test_no_such_upload_without_the_object_in_place_still_raises(
-    boto_s3, bucket: str, proxy: FaultProxy
+@pytest.mark.parametrize("another_object", [False, True], ids=["nothing_in_place", "another_object_in_place"])
+def test_no_such_upload_stands_without_this_uploads_object(
+    boto_s3, bucket: str, proxy: FaultProxy, another_object: bool
 ) -> None:  # type: ignore[no-untyped-def]
     # The first Complete never reaches moto (no answer either), the second is answered NoSuchUpload: nothing
-    # completed the upload, so the writer raises that error and leaves nothing behind.
+    # completed this upload. With nothing at the key, or another writer's object there (its ETag is not this
+    # upload's), the writer raises that error and leaves nothing of its own behind.
     proxy.force(Fault.NO_ANSWER, 1, eligible=operation_is("CompleteMultipartUpload"))
     refuse_completes_after_the_first(proxy, NO_SUCH_UPLOAD)
+    in_place = {}
+    if another_object:
+        in_place["obj"] = payload(MULTIPART_SIZE, seed=9)
+        boto_s3.put_object(Bucket=bucket, Key="obj", Body=in_place["obj"])
     writer = open_writer(proxy, f"s3://{bucket}/obj", request_timeout_ms=3000, completion_timeout_ms=1000)
     with pytest.raises(S3Error) as raised, writer:
         writer.write(payload(MULTIPART_SIZE, seed=8))
     assert raised.value.s3_error_code == "NoSuchUpload"
-    assert state_of(boto_s3, bucket) == ({}, [])
-
-
-def test_another_object_in_place_is_not_taken_for_this_upload(
-    boto_s3, bucket: str, proxy: FaultProxy
-) -> None:  # type: ignore[no-untyped-def]
-    # As above, and meanwhile another writer put a different object at the key: its ETag is not this upload's,
-    # so the NoSuchUpload stands (the write did not land).
-    proxy.force(Fault.NO_ANSWER, 1, eligible=operation_is("CompleteMultipartUpload"))
-    refuse_completes_after_the_first(proxy, NO_SUCH_UPLOAD)
-    other = payload(MULTIPART_SIZE, seed=9)
-    boto_s3.put_object(Bucket=bucket, Key="obj", Body=other)
-    writer = open_writer(proxy, f"s3://{bucket}/obj", request_timeout_ms=3000, completion_timeout_ms=1000)
-    with pytest.raises(S3Error, match="NoSuchUpload"), writer:
-        writer.write(payload(MULTIPART_SIZE, seed=10))
-    assert state_of(boto_s3, bucket) == ({"obj": other}, [])
+    assert "aborted while it was written" in str(raised.value)
+    assert state_of(boto_s3, bucket) == (in_place, [])
 
 
 def test_the_parts_etags_make_the_etag_the_server_gives(boto_s3, bucket: str, proxy: FaultProxy) -> None:  # type: ignore[no-untyped-def]
