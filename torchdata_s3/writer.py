@@ -37,6 +37,10 @@ __all__ = ["CHECKSUM_ALGORITHMS", "ObjectUploader", "S3ObjectWriter", "multipart
 
 CHECKSUM_ALGORITHMS = ("crc32c", "crc64nvme")
 
+# What S3 may answer a CompleteMultipartUpload sent again after the first completed the upload (see
+# ObjectUploader._completed_although).
+_LOST_COMPLETION_CODES = ("NoSuchUpload", "PreconditionFailed", "ConditionalRequestConflict")
+
 # What io.BufferedWriter gathers small writes into before handing them to the uploader: one native call (and
 # one GIL release) per MiB instead of per pickle opcode.
 _COALESCE_BYTES = 1024 * 1024
@@ -187,12 +191,15 @@ class ObjectUploader(io.RawIOBase):
         """The object's ETag if `error` came from a CompleteMultipartUpload sent again after an attempt whose
         answer was lost, and the object in place is this upload's; else None.
 
-        S3 answers NoSuchUpload to a second CompleteMultipartUpload once the first completed the upload: the
-        write succeeded although the call that reported it failed (boto3 reports it failed). The object's
-        ETag, which S3 makes of its parts' ETags, tells whether the object in place is made of this upload's
-        parts. Where a part's ETag is not an MD5 (SSE-KMS, SSE-C) it cannot be told, and the error stands.
+        S3 answers NoSuchUpload to a second CompleteMultipartUpload once the first completed the upload, or,
+        for a writer that may not overwrite (If-None-Match: *), may find the object the first one made and
+        answer 412 (409 if it collides with that completion): the write succeeded although the call that
+        reported it failed (boto3 reports it failed). The object's ETag, which S3 makes of its parts' ETags,
+        tells whether the object in place is made of this upload's parts: then it is this upload's, or another
+        writer's of the same bytes in the same parts. Where a part's ETag is not an MD5 (SSE-KMS, SSE-C) it
+        cannot be told, and the error stands.
         """
-        if error.s3_error_code != "NoSuchUpload" or not upload.completion_unanswered:
+        if error.s3_error_code not in _LOST_COMPLETION_CODES or not upload.completion_unanswered:
             return None
         expected = multipart_etag([etag for _number, etag in upload.part_etags()])
         if expected is None:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.fault_proxy import ErrorAnswer, Fault, FaultProxy, ProxiedRequest, operation_is
 from tests.s3_server import MotoServer
-from torchdata_s3 import S3Client, S3Config, S3Error, S3TimeoutError
+from torchdata_s3 import S3Client, S3Config, S3Error, S3ObjectExistsError, S3TimeoutError
 from torchdata_s3.url import S3Url
 from torchdata_s3.writer import multipart_etag
 
@@ -286,6 +286,56 @@ def test_a_completion_whose_answer_was_lost_is_found_complete(
     assert proxy.refused == {"NoSuchUpload": 1}
     assert state_of(boto_s3, bucket) == ({"obj": data}, [])
     assert writer.etag == boto_s3.head_object(Bucket=bucket, Key="obj")["ETag"]
+
+
+# What S3 may answer it instead for a writer that may not overwrite (If-None-Match: *): the object exists now.
+OBJECT_EXISTS = ErrorAnswer(
+    412,
+    "Precondition Failed",
+    "PreconditionFailed",
+    "At least one of the pre-conditions you specified did not hold",
+)
+
+
+def test_a_lost_completion_of_a_writer_that_may_not_overwrite_is_found_complete(
+    boto_s3, bucket: str, proxy: FaultProxy
+) -> None:  # type: ignore[no-untyped-def]
+    # As above for overwrite=False: the second Complete is answered 412, as the object the first made exists.
+    proxy.force(Fault.SLOW_ANSWER, 1, eligible=operation_is("CompleteMultipartUpload"))
+    refuse_completes_after_the_first(proxy, OBJECT_EXISTS)
+    data = payload(MULTIPART_SIZE, seed=12)
+    config = S3Config.resolve(
+        endpoint_url=proxy.endpoint_url,
+        multipart_threshold_bytes=MiB,
+        request_timeout_ms=3000,
+        completion_timeout_ms=1000,
+    )
+    with S3Client(config).open(f"s3://{bucket}/obj", "wb", overwrite=False) as writer:
+        writer.write(data)
+    assert proxy.refused == {"PreconditionFailed": 1}
+    assert state_of(boto_s3, bucket) == ({"obj": data}, [])
+
+
+def test_an_existing_object_still_refuses_a_writer_that_may_not_overwrite(
+    boto_s3, bucket: str, proxy: FaultProxy
+) -> None:  # type: ignore[no-untyped-def]
+    # The object existed before: every Complete is refused 412 by moto itself, one answer lost on the way. Its
+    # ETag is not this upload's, so the refusal stands.
+    proxy.force(Fault.NO_ANSWER, 1, eligible=operation_is("CompleteMultipartUpload"))
+    before = payload(MiB, seed=13)
+    boto_s3.put_object(Bucket=bucket, Key="obj", Body=before)
+    config = S3Config.resolve(
+        endpoint_url=proxy.endpoint_url,
+        multipart_threshold_bytes=MiB,
+        request_timeout_ms=3000,
+        completion_timeout_ms=1000,
+    )
+    with (
+        pytest.raises(S3ObjectExistsError),
+        S3Client(config).open(f"s3://{bucket}/obj", "wb", overwrite=False) as writer,
+    ):
+        writer.write(payload(MULTIPART_SIZE, seed=14))
+    assert state_of(boto_s3, bucket) == ({"obj": before}, [])
 
 
 @pytest.mark.parametrize("another_object", [False, True], ids=["nothing_in_place", "another_object_in_place"])
