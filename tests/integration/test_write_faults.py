@@ -4,7 +4,6 @@ multipart upload exists."""
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 from collections.abc import Iterator
@@ -45,13 +44,20 @@ def is_upload(request: ProxiedRequest) -> bool:
     )
 
 
+def open_writer(  # type: ignore[no-untyped-def]
+    proxy: FaultProxy, url: str, overwrite: bool = True, checksum: Optional[str] = None, **options: object
+):
+    """A writer through the proxy, streaming (multipart) past 1 MiB."""
+    config = S3Config.resolve(endpoint_url=proxy.endpoint_url, multipart_threshold_bytes=MiB, **options)
+    return S3Client(config).open(url, "wb", overwrite=overwrite, checksum=checksum)
+
+
 def write(
     proxy: FaultProxy, url: str, data: bytes, checksum: Optional[str] = None, **options: object
 ) -> None:
     # Forced SlowDowns stand for any retryable failure here (throttling itself: test_throttling.py).
     options.setdefault("max_throttle_retries", options.get("max_retries", S3Config.max_retries))
-    config = S3Config.resolve(endpoint_url=proxy.endpoint_url, multipart_threshold_bytes=MiB, **options)
-    with S3Client(config).open(url, "wb", checksum=checksum) as writer:
+    with open_writer(proxy, url, checksum=checksum, **options) as writer:
         writer.write(data)
 
 
@@ -252,6 +258,15 @@ NO_SUCH_UPLOAD = ErrorAnswer(
 )
 
 
+# What S3 may answer it instead for a writer that may not overwrite (If-None-Match: *): the object exists now.
+OBJECT_EXISTS = ErrorAnswer(
+    412,
+    "Precondition Failed",
+    "PreconditionFailed",
+    "At least one of the pre-conditions you specified did not hold",
+)
+
+
 def refuse_completes_after_the_first(proxy: FaultProxy, answer: ErrorAnswer) -> None:
     seen = 0
 
@@ -265,55 +280,30 @@ def refuse_completes_after_the_first(proxy: FaultProxy, answer: ErrorAnswer) -> 
     proxy.set_gate(gate)
 
 
-def open_writer(proxy: FaultProxy, url: str, **options: object):  # type: ignore[no-untyped-def]
-    config = S3Config.resolve(endpoint_url=proxy.endpoint_url, multipart_threshold_bytes=MiB, **options)
-    return S3Client(config).open(url, "wb")
-
-
+@pytest.mark.parametrize(
+    ("second_answer", "overwrite"),
+    [(NO_SUCH_UPLOAD, True), (OBJECT_EXISTS, False)],
+    ids=["no_such_upload", "exists_for_a_writer_that_may_not_overwrite"],
+)
 def test_a_completion_whose_answer_was_lost_is_found_complete(
-    boto_s3, bucket: str, proxy: FaultProxy
+    boto_s3, bucket: str, proxy: FaultProxy, second_answer: ErrorAnswer, overwrite: bool
 ) -> None:  # type: ignore[no-untyped-def]
     # The first Complete reaches moto, which completes the upload, but its answer is held back past
-    # completion_timeout_ms: the CRT sends it again and gets NoSuchUpload. The write succeeded, and the writer
-    # says so: the object in place has the ETag S3 makes of this upload's parts.
+    # completion_timeout_ms: the CRT sends it again and gets NoSuchUpload (412 for overwrite=False, as the
+    # object the first one made exists). The write succeeded, and the writer says so: the object in place has
+    # the ETag S3 makes of this upload's parts.
     proxy.force(Fault.SLOW_ANSWER, 1, eligible=operation_is("CompleteMultipartUpload"))
-    refuse_completes_after_the_first(proxy, NO_SUCH_UPLOAD)
+    refuse_completes_after_the_first(proxy, second_answer)
     data = payload(MULTIPART_SIZE, seed=7)
-    writer = open_writer(proxy, f"s3://{bucket}/obj", request_timeout_ms=3000, completion_timeout_ms=1000)
+    writer = open_writer(
+        proxy, f"s3://{bucket}/obj", overwrite, request_timeout_ms=3000, completion_timeout_ms=1000
+    )
     with writer:
         writer.write(data)
     assert proxy.injected == {Fault.SLOW_ANSWER: 1}
-    assert proxy.refused == {"NoSuchUpload": 1}
+    assert proxy.refused == {second_answer.code: 1}
     assert state_of(boto_s3, bucket) == ({"obj": data}, [])
     assert writer.etag == boto_s3.head_object(Bucket=bucket, Key="obj")["ETag"]
-
-
-# What S3 may answer it instead for a writer that may not overwrite (If-None-Match: *): the object exists now.
-OBJECT_EXISTS = ErrorAnswer(
-    412,
-    "Precondition Failed",
-    "PreconditionFailed",
-    "At least one of the pre-conditions you specified did not hold",
-)
-
-
-def test_a_lost_completion_of_a_writer_that_may_not_overwrite_is_found_complete(
-    boto_s3, bucket: str, proxy: FaultProxy
-) -> None:  # type: ignore[no-untyped-def]
-    # As above for overwrite=False: the second Complete is answered 412, as the object the first made exists.
-    proxy.force(Fault.SLOW_ANSWER, 1, eligible=operation_is("CompleteMultipartUpload"))
-    refuse_completes_after_the_first(proxy, OBJECT_EXISTS)
-    data = payload(MULTIPART_SIZE, seed=12)
-    config = S3Config.resolve(
-        endpoint_url=proxy.endpoint_url,
-        multipart_threshold_bytes=MiB,
-        request_timeout_ms=3000,
-        completion_timeout_ms=1000,
-    )
-    with S3Client(config).open(f"s3://{bucket}/obj", "wb", overwrite=False) as writer:
-        writer.write(data)
-    assert proxy.refused == {"PreconditionFailed": 1}
-    assert state_of(boto_s3, bucket) == ({"obj": data}, [])
 
 
 def test_an_existing_object_still_refuses_a_writer_that_may_not_overwrite(
@@ -324,16 +314,10 @@ def test_an_existing_object_still_refuses_a_writer_that_may_not_overwrite(
     proxy.force(Fault.NO_ANSWER, 1, eligible=operation_is("CompleteMultipartUpload"))
     before = payload(MiB, seed=13)
     boto_s3.put_object(Bucket=bucket, Key="obj", Body=before)
-    config = S3Config.resolve(
-        endpoint_url=proxy.endpoint_url,
-        multipart_threshold_bytes=MiB,
-        request_timeout_ms=3000,
-        completion_timeout_ms=1000,
+    writer = open_writer(
+        proxy, f"s3://{bucket}/obj", False, request_timeout_ms=3000, completion_timeout_ms=1000
     )
-    with (
-        pytest.raises(S3ObjectExistsError),
-        S3Client(config).open(f"s3://{bucket}/obj", "wb", overwrite=False) as writer,
-    ):
+    with pytest.raises(S3ObjectExistsError), writer:
         writer.write(payload(MULTIPART_SIZE, seed=14))
     assert state_of(boto_s3, bucket) == ({"obj": before}, [])
 
@@ -380,10 +364,7 @@ def test_the_parts_etags_make_the_etag_the_server_gives(boto_s3, bucket: str, pr
 
 def test_multipart_etag_needs_md5_etags() -> None:
     md5s = ['"0cc175b9c0f1b6a831c399e269772661"', "92eb5ffee6ae2fec3ad71c777531578f"]
-    assert (
-        multipart_etag(md5s)
-        == hashlib.md5(b"".join(bytes.fromhex(e.strip('"')) for e in md5s)).hexdigest() + "-2"
-    )
+    assert multipart_etag(md5s) == "96e024ba2074fe77e8e965ba43a704be-2"  # MD5 of the two binary MD5s, then 2
     assert multipart_etag([]) is None
     assert multipart_etag(['"not-an-md5"']) is None  # SSE-KMS and SSE-C ETags are not MD5s
     assert multipart_etag(["z" * 32]) is None
