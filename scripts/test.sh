@@ -14,8 +14,24 @@
 #              the sanitizer run (scripts/pytest-processes.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Each step's start, so that a CI log says where the time went (docs/development.md, "CI").
-step() { echo "test.sh: [$((SECONDS / 60)) min $((SECONDS % 60)) s] $*"; }
+# Each step's start, so that a CI log says where the time went (docs/development.md, "CI"), and how busy the
+# machine's cores were during the step before (/proc/stat, every process): a step well below 100% waits on
+# something other than the CPU (a server, a timeout, one core's compile), which running another step beside
+# it could use; one near 100% can only get faster by doing less.
+busy_ticks=0
+all_ticks=0
+step() {
+    local user nice system idle iowait irq softirq steal busy all before=""
+    read -r _ user nice system idle iowait irq softirq steal _ </proc/stat
+    busy=$((user + nice + system + irq + softirq + steal))
+    all=$((busy + idle + iowait))
+    if ((all > all_ticks && all_ticks > 0)); then
+        before=" (the step before: machine $((100 * (busy - busy_ticks) / (all - all_ticks)))% busy)"
+    fi
+    busy_ticks=$busy
+    all_ticks=$all
+    echo "test.sh: [$((SECONDS / 60)) min $((SECONDS % 60)) s] $*$before"
+}
 toolchain_pid=""
 if (($# == 0)) && [[ "${WHEELS:-1}" != 0 ]]; then
     # zig compiles its own libraries on first use, on one core (3 minutes): meanwhile, the installs, nginx,
