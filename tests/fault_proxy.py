@@ -166,6 +166,7 @@ class RequestRecord:
     if_none_match: str = ""  # the If-None-Match header, "" if none
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict)  # lower-cased names
     body: bytes = b""  # the request body as received, when the proxy records bodies
+    operation: str = ""  # its ProxiedRequest.s3_operation
 
 
 class FaultProxy:
@@ -409,6 +410,7 @@ class FaultProxy:
                     request.headers.get("if-none-match", ""),
                     dict(request.headers),
                     body if self.record_bodies else b"",
+                    request.s3_operation,
                 )
             )
 
