@@ -196,6 +196,22 @@ def test_merging_an_incomplete_set_of_states_is_refused(prefix: str, monkeypatch
         next(iter(other))
 
 
+def test_merging_states_whose_first_lost_its_identity_is_refused_typed(
+    prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first state's identity is what the others are checked against: a damaged one (a hand-edited or
+    # truncated checkpoint) is refused as such, not met with a TypeError from inside the check.
+    states = []
+    for shard in range(2):
+        dataset = S3IterableDataset.from_prefix(prefix, transform=key_and_bytes)
+        monkeypatch.setattr(dataset, "_layout", lambda shard=shard: (2, shard))
+        next(iter(dataset))
+        states.append(dataset.state_dict())
+    states[0]["dataset"] = None
+    with pytest.raises(DatasetStateError, match="malformed dataset state: no dataset identity"):
+        S3IterableDataset.merge_states(states)
+
+
 def test_a_state_from_another_dataset_is_refused_saying_what_differs(
     prefix: str, boto_s3, bucket: str
 ) -> None:  # type: ignore[no-untyped-def]

@@ -221,6 +221,8 @@ class S3IterableDataset(IterableDataset):
         if not found:
             raise DatasetStateError("no S3IterableDataset state found in what was given to merge_states")
         identity = found[0].get("dataset")
+        if not isinstance(identity, dict):  # as check_identity says of the others
+            raise DatasetStateError(f"malformed dataset state: no dataset identity ({identity!r})")
         for state in found[1:]:
             check_identity(state.get("dataset"), identity)
         return state_of(identity, merge_progress(EpochProgress.from_state(state) for state in found))
