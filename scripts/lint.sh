@@ -4,4 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m ruff check .
 python -m ruff format --check .
+python -m mypy
 clang-format --dry-run --Werror csrc/*.h csrc/*.cpp

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import unquote, urlsplit
-from urllib.request import proxy_bypass_environment
+from urllib.request import proxy_bypass_environment  # type: ignore[attr-defined]  # typeshed omits it
 
 from . import _core
 

@@ -10,7 +10,7 @@ and the local cache (``cache_dir``) serves what it holds. The DataPipe loader, t
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any, NamedTuple, Optional
 
 from .cache.object_cache import object_cache
@@ -68,7 +68,7 @@ def fetch_in_order(
     prefetch: int = DEFAULT_PREFETCH,
     max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES,
     multi_part_download: bool = True,
-) -> Iterator[Fetched]:
+) -> Generator[Fetched, None, None]:
     """Yields a :class:`Fetched` per target, in order, requesting up to ``prefetch`` objects ahead.
 
     An object of known size (from a listing) may buffer up to ``read_window_bytes`` of itself ahead, one of
@@ -99,7 +99,7 @@ def fetch_in_order(
         native = None
         if plan is None or plan.needs_get:
             _url, native = window.pop()
-        reading = {"size": target.size, "window_bytes": window.reading_window}
+        reading: dict[str, Any] = {"size": target.size, "window_bytes": window.reading_window}
         reader = (
             ObjectReader(client, target.location, stream=native, **reading)
             if plan is None

@@ -662,7 +662,7 @@ class ParallelListing:
             while len(numbers) < slots and low + step < high:
                 numbers.append(low + step)
                 step *= 2
-        points = []
+        points: list[str] = []
         for number in numbers:
             point = chain.prefix + alphabet.text(number)
             if (

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import struct
+from typing import Any
 
 try:
     # CRC-32 with SIMD (ISA-L): the same values as zlib.crc32, at 4-12x its speed on the development machine.
@@ -99,11 +100,12 @@ def entry_footer(bucket: str, key: str, etag: str, size: int, block_crcs: list[i
 
 # json's own scanner without json.loads' whitespace regexes around it: a footer has none (json.dumps), and
 # the footer's parse is a third of what opening a small entry costs in Python.
-_SCAN_JSON = json.JSONDecoder().scan_once
+_SCAN_JSON = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by __init__; typeshed omits it
 
 
-def parse_footer(raw: bytes) -> object:
-    """The footer's JSON value. Raises ValueError if ``raw`` is not exactly one JSON value."""
+def parse_footer(raw: bytes) -> Any:
+    """The footer's JSON value (any JSON type: the caller checks what it holds). Raises ValueError if
+    ``raw`` is not exactly one JSON value."""
     text = raw.decode()
     try:
         value, end = _SCAN_JSON(text, 0)

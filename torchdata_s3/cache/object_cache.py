@@ -120,7 +120,8 @@ class _Hit(_Plan):
     needs_get = False
 
     def __init__(self, cache: ObjectCache, entry: CacheEntry, check: Optional[_core.ObjectStream]) -> None:
-        self.cache, self.entry, self.check = cache, entry, check
+        self.cache, self.check = cache, check
+        self.entry: Optional[CacheEntry] = entry  # None once a reader took it
 
     def raw(
         self, client: S3Client, location: S3Url, native: Optional[_core.ObjectStream], **reader: Any
@@ -142,9 +143,11 @@ class _Hit(_Plan):
                 # A new version: this GET is it. The stale entry is never served; the GET refills it.
                 self.release()
                 return self.cache.refresh(client, location, check, **reader)
-        self.cache.count(hit=True)
-        self.cache.store.touch(self.entry)
         entry, self.entry = self.entry, None  # the reader owns it now
+        if entry is None:
+            raise RuntimeError(f"{location.bucket}/{location.key}: a cache hit was read twice")
+        self.cache.count(hit=True)
+        self.cache.store.touch(entry)
 
         def refetch(position: int) -> io.RawIOBase:
             # A block failed its checksum: the entry goes, and S3 serves the object from there on, the

@@ -308,7 +308,7 @@ class CacheStore:
     def _remove_dead_temps(self) -> None:
         """Deletes temp files no live writer holds (their writer was killed mid-write)."""
         temps = os.path.join(self.root, "tmp")
-        items = []
+        items: list[os.DirEntry[str]] = []
         for item in os.scandir(temps):
             if item.is_dir():
                 items.extend(os.scandir(item.path))

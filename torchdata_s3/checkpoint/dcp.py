@@ -84,6 +84,11 @@ class S3StorageWriter(FileSystemWriter):
         InvalidS3UrlError: `url` is not an ``s3://`` URL string. ValueError: an unknown `checksum`.
     """
 
+    # torch's base class types `fs` as its local FileSystem; ours is the S3 one, which it only calls through
+    # FileSystemBase's methods, and which this class also uses for what only it has.
+    fs: S3FileSystem  # type: ignore[assignment]
+    path: str  # the checkpoint's prefix URL (torch's: any path)
+
     def __init__(
         self,
         url: str,
@@ -201,6 +206,11 @@ class S3StorageReader(FileSystemReader):
         InvalidS3UrlError: `url` is not an ``s3://`` URL string. At load: S3FileNotFoundError naming the
         prefix when it holds no complete checkpoint (no ``.metadata``).
     """
+
+    # torch's base class types `fs` as its local FileSystem; ours is the S3 one, which it only calls through
+    # FileSystemBase's methods, and which this class also uses for what only it has.
+    fs: S3FileSystem  # type: ignore[assignment]
+    path: str  # the checkpoint's prefix URL (torch's: any path)
 
     def __init__(
         self, url: str, *, config: Optional[S3Config] = None, thread_count: int = THREAD_COUNT, **options: Any

@@ -8,7 +8,7 @@ import os
 import threading
 from collections.abc import Generator
 from contextlib import contextmanager
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, cast
 
 from torch.distributed.checkpoint.filesystem import FileSystemBase
 
@@ -78,7 +78,9 @@ class S3FileSystem(FileSystemBase):
         try:
             with self.client.open(url, "wb", checksum=self.checksum) as writer:
                 stream = _SaveObjectWriter(self, url, writer)
-                yield stream
+                # Not an IOBase (whose finalizer would close, so commit, a stream torch dropped): torch only
+                # writes, tells, flushes and closes what this yields.
+                yield cast(io.IOBase, stream)
                 stream.close()  # torch closes it itself; a stream closed twice commits once
         except BaseException as failure:  # the writer has aborted: no object
             with self._lock:

@@ -59,7 +59,8 @@ def install() -> None:
     """Registers our functional names; idempotent."""
     current = IterDataPipe.register_datapipe_as_function
     if not getattr(current, "_torchdata_s3_guard", False):
-        IterDataPipe.register_datapipe_as_function = _guarded_register(current)
+        # Replacing torch's classmethod is the point: see _guarded_register.
+        IterDataPipe.register_datapipe_as_function = _guarded_register(current)  # type: ignore[method-assign]
     for name, cls in FUNCTIONAL_NAMES.items():
         IterDataPipe.functions.pop(name, None)
         IterDataPipe.register_datapipe_as_function(name, cls)

@@ -178,7 +178,7 @@ class S3FileLoader(S3IterDataPipe[tuple[str, StreamWrapper]]):
 class _ShardingS3FileLoader(S3FileLoader, _ShardingIterDataPipe):
     """The loader as the pipeline's sharding point (chosen by S3FileLoader when nothing upstream shards)."""
 
-    def apply_sharding(
+    def apply_sharding(  # type: ignore[override]  # torch annotates its abstract method -> NoReturn
         self,
         num_of_instances: int,
         instance_id: int,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import warnings
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import Any, Callable, Optional, Union
 
 from ..client import S3Client, is_folder_marker
@@ -193,7 +193,9 @@ class DatasetObjects:
 
     # -- reading ------------------------------------------------------------------------------------------
 
-    def read(self, indices: Sequence[int], on_passed: Callable[[], None] = lambda: None) -> Iterator[Any]:
+    def read(
+        self, indices: Sequence[int], on_passed: Callable[[], None] = lambda: None
+    ) -> Generator[Any, None, None]:
         """``transform(stream)`` of each object in ``indices``, in order, fetched ahead.
 
         ``on_passed`` is called once per index as it is passed (yielded or skipped), before its item is
@@ -215,6 +217,7 @@ class DatasetObjects:
                         )
                         continue
                     raise error
+                assert stream is not None  # a Fetched has a stream exactly when it has no error
                 yield self.transform(stream)
         finally:
             fetched.close()

@@ -32,7 +32,7 @@ from ..url import parse_s3_url
 from ..writer import ObjectUploader, S3ObjectWriter
 from .bulk import Bulk, CountedWhenDone
 from .options import config_from_options, refuse_unknown
-from .ranges import fetch_spans, merge_ranges
+from .ranges import Span, fetch_spans, merge_ranges
 
 PROTOCOLS = ("s3crt", "s3", "s3a")
 # cat_ranges reads ranges of one object closer than this as one GET: a request costs a round trip (tens of
@@ -398,7 +398,7 @@ class S3FileSystem(AbstractFileSystem):
             for root in path if isinstance(path, list) else [path]:
                 listed.update(self.find(root))
             files = [p for p in paths if p in listed]
-        spans = [(p, 0, None) for p in files]
+        spans: list[Span] = [(p, 0, None) for p in files]
         fetched = fetch_spans(self.client, spans, return_exceptions=on_error != "raise")
         out: dict[str, Any] = {}
         for name, data in zip(files, fetched):

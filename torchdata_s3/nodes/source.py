@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from typing import Any, Optional, Union
 
 from torchdata.nodes import BaseNode
@@ -53,7 +53,7 @@ class S3Source(BaseNode):
         self._identity = self._objects.identity(shuffle=self.shuffle, seed=seed)
         self._ranks = rank_and_world_size() or (0, 1)
         self._progress: Optional[EpochProgress] = None
-        self._items: Optional[Iterator[Any]] = None
+        self._items: Optional[Generator[Any, None, None]] = None
 
     @classmethod
     def from_objects(cls, urls: Union[str, Iterable[str]], **arguments: Any) -> S3Source:
