@@ -25,7 +25,7 @@ step() {
     read -r _ user nice system idle iowait irq softirq steal _ </proc/stat
     busy=$((user + nice + system + irq + softirq + steal))
     all=$((busy + idle + iowait))
-    if ((all > all_ticks && all_ticks > 0)); then
+    if ((all_ticks > 0 && all - all_ticks >= 200)); then  # at least a second of both cores' ticks (USER_HZ 100)
         before=" (the step before: machine $((100 * (busy - busy_ticks) / (all - all_ticks)))% busy)"
     fi
     busy_ticks=$busy
