@@ -89,8 +89,12 @@ fi
 # extension) is what gets imported; tests/ is found through --rootdir.
 # shellcheck source=scripts/pytest-processes.sh
 source scripts/pytest-processes.sh
+# With arguments, only what they name (tests/ was passed beside them, so naming a file still ran them all);
+# with options alone, pytest's testpaths (tests/).
+selection=("$@")
+((${#selection[@]})) || selection=("$PWD/tests")
 step "every test"
-python -m pytest --rootdir="$PWD" -c "$PWD/pyproject.toml" "${pytest_process_args[@]}" "$PWD/tests" "$@"
+python -m pytest --rootdir="$PWD" -c "$PWD/pyproject.toml" "${pytest_process_args[@]}" "${selection[@]}"
 if (($# == 0)) && [[ "${GENERATIONS:-1}" != 0 ]]; then
     # Beside the last wheels and their smoke tests, which wait on pip and servers for much of their time.
     step "torchdata 0.11, then no torchdata"
