@@ -143,11 +143,12 @@ class _Hit(_Plan):
                 # A new version: this GET is it. The stale entry is never served; the GET refills it.
                 self.release()
                 return self.cache.refresh(client, location, check, **reader)
-        entry, self.entry = self.entry, None  # the reader owns it now
+        entry = self.entry
         if entry is None:
             raise RuntimeError(f"{location.bucket}/{location.key}: a cache hit was read twice")
         self.cache.count(hit=True)
         self.cache.store.touch(entry)
+        self.entry = None  # the reader owns it now
 
         def refetch(position: int) -> io.RawIOBase:
             # A block failed its checksum: the entry goes, and S3 serves the object from there on, the
