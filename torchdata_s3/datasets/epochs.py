@@ -31,6 +31,7 @@ __all__ = [
     "check_identity",
     "check_seed",
     "epoch_order",
+    "identity_of",
     "merge_progress",
     "progress_from_state",
     "state_of",
@@ -205,10 +206,16 @@ def merge_progress(progresses: Iterable[EpochProgress]) -> EpochProgress:
     return EpochProgress(first.epoch, resumed=[*first.resumed, layout])
 
 
-def check_identity(saved: Any, current: dict[str, Any]) -> None:
-    """Raises DatasetStateError naming every way ``saved`` differs from ``current``."""
+def identity_of(saved: Any) -> dict[str, Any]:
+    """``saved`` (a state's "dataset" entry) as a dataset identity; DatasetStateError if it is none."""
     if not isinstance(saved, dict):
         raise DatasetStateError(f"malformed dataset state: no dataset identity ({saved!r})")
+    return saved
+
+
+def check_identity(saved: Any, current: dict[str, Any]) -> None:
+    """Raises DatasetStateError naming every way ``saved`` differs from ``current``."""
+    saved = identity_of(saved)
     differences = []
     if saved.get("kind") != current["kind"] or saved.get("inputs_sha256") != current["inputs_sha256"]:
         then = saved.get("inputs") or f"{saved.get('kind')} URLs with digest {saved.get('inputs_sha256')}"

@@ -15,6 +15,7 @@ from .epochs import (
     EpochProgress,
     check_identity,
     check_seed,
+    identity_of,
     merge_progress,
     progress_from_state,
     state_of,
@@ -220,9 +221,7 @@ class S3IterableDataset(IterableDataset):
         found = list(_dataset_states(states))
         if not found:
             raise DatasetStateError("no S3IterableDataset state found in what was given to merge_states")
-        identity = found[0].get("dataset")
-        if not isinstance(identity, dict):  # as check_identity says of the others
-            raise DatasetStateError(f"malformed dataset state: no dataset identity ({identity!r})")
+        identity = identity_of(found[0].get("dataset"))
         for state in found[1:]:
             check_identity(state.get("dataset"), identity)
         return state_of(identity, merge_progress(EpochProgress.from_state(state) for state in found))
