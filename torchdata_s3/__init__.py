@@ -3,7 +3,8 @@
 ``S3FileLister`` and ``S3FileLoader`` are drop-in replacements for torchdata's S3 DataPipes (0.4-0.9),
 built on the AWS Common Runtime: the GIL is released while waiting, objects download as parallel ranged
 GETs, and objects are prefetched ahead of the reader. Importing this package registers the functional
-names ``list_files_by_s3``, ``load_files_by_s3`` and ``save_by_s3`` on torch's IterDataPipe.
+names ``list_files_by_s3``, ``load_files_by_s3`` and ``save_by_s3`` on torch's IterDataPipe (once torch is
+imported: this package does not import it until one of its torch-based names is used).
 
 Writes: ``torchdata_s3.open(url, "wb")`` gives a writer whose ``close()`` commits the object;
 ``S3FileSaver`` (``save_by_s3``) writes ``(url, data)`` items with parallel uploads.
@@ -12,6 +13,7 @@ Writes: ``torchdata_s3.open(url, "wb")`` gives a writer whose ``close()`` commit
 from __future__ import annotations
 
 import importlib.util
+from typing import TYPE_CHECKING
 
 try:
     from . import _core
@@ -20,6 +22,7 @@ except ImportError as error:
 
     raise ImportError(explain(error)) from error
 
+from ._after_import import call_after_import
 from .client import ObjectInfo, ObjectSummary, S3Client
 from .config import S3Config
 from .errors import (
@@ -39,30 +42,41 @@ from .writer import S3ObjectWriter
 
 # The client, open(), the writer and the fsspec filesystem need no PyTorch (pandas and pyarrow users reach
 # S3 through them alone); the DataPipes, datasets and checkpoints build on torch and exist only beside it.
-# A name of theirs asked for without torch raises an ImportError that says what to install (__getattr__).
+# Their names are imported on first use (__getattr__), so that `import torchdata_s3` costs no torch import
+# (seconds, hundreds of MiB); without torch, one of them asked for raises an ImportError that says what to
+# install.
 _HAS_TORCH = importlib.util.find_spec("torch") is not None
-_NEEDS_TORCH = (
-    "DatasetStateError",
-    "MissingObjectWarning",
-    "S3FileLister",
-    "S3FileLoader",
-    "S3FileSaver",
-    "S3IterableDataset",
-    "S3MapDataset",
-    "list_files_once",
-    "load",
-    "save",
-)
-if _HAS_TORCH:
-    from .checkpoint.torch_save import load, save
-    from .datapipes.functional import install as _install_functional_names
-    from .datapipes.lister import S3FileLister
-    from .datapipes.loader import S3FileLoader
-    from .datapipes.saver import S3FileSaver
-    from .datapipes.shared_listing import list_files_once
+_TORCH_NAMES = {
+    "DatasetStateError": ".datasets",
+    "MissingObjectWarning": ".datasets",
+    "S3FileLister": ".datapipes",
+    "S3FileLoader": ".datapipes",
+    "S3FileSaver": ".datapipes",
+    "S3IterableDataset": ".datasets",
+    "S3MapDataset": ".datasets",
+    "list_files_once": ".datapipes",
+    "load": ".checkpoint",
+    "save": ".checkpoint",
+}
+if TYPE_CHECKING:
+    from .checkpoint import load, save
+    from .datapipes import S3FileLister, S3FileLoader, S3FileSaver, list_files_once
     from .datasets import DatasetStateError, MissingObjectWarning, S3IterableDataset, S3MapDataset
 
-    _install_functional_names()
+
+def _install_functional_names() -> None:
+    from .datapipes.functional import install
+
+    install()
+
+
+if _HAS_TORCH:
+    # Now if torch is already imported, else right after the program imports it (torchdata <= 0.9 does).
+    call_after_import(
+        "torch",
+        _install_functional_names,
+        "register list_files_by_s3, load_files_by_s3 and save_by_s3 on torch's IterDataPipe",
+    )
 
 __version__ = _core.__version__
 
@@ -103,7 +117,12 @@ def __getattr__(name: str) -> object:
     # torchdata_s3.nodes needs torchdata >= 0.10 (torchdata.nodes): only when it is first used.
     if name in ("dcp", "nodes"):
         return importlib.import_module(f".{name}", __name__)
-    if name in _NEEDS_TORCH:
+    module = _TORCH_NAMES.get(name)
+    if module is not None and _HAS_TORCH:
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # once: later lookups do not come here
+        return value
+    if module is not None:
         raise ImportError(
             f"torchdata_s3.{name} needs PyTorch, which is not installed. Install the torch build for your "
             "platform first (e.g. `pip install torch`, see https://pytorch.org/get-started/); the client, "

@@ -15,8 +15,11 @@ from typing import Any, Optional, Union
 import torch.distributed as dist
 from torch.utils.data.datapipes.iter import IterableWrapper
 
+# The module, not its function: this module is imported when torch's first import registers the functional
+# names, which can happen while torchdata_s3.distributed is still importing torch
+# (tests/unit/test_functional_names.py).
+from .. import distributed
 from ..config import S3Config
-from ..distributed import computed_on_one_rank
 from .lister import S3FileLister
 
 __all__ = ["list_files_once"]
@@ -70,7 +73,7 @@ def list_files_once(
         )
         return list(lister)
 
-    return computed_on_one_rank(
+    return distributed.computed_on_one_rank(
         list_here,
         what="list_files_once",
         in_worker_hint=" (in a DataLoader worker, use list_files_by_s3 instead)",
