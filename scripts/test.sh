@@ -85,8 +85,8 @@ if (($# == 0)); then
         wheels_pid=$!
     fi
 fi
-# Run from a folder without the source tree on sys.path, so the installed package (with its compiled
-# extension) is what gets imported; tests/ is found through --rootdir.
+# From the repository root: the editable install's finder maps torchdata_s3 to this checkout and its compiled
+# _core to the build, so the tree on sys.path imports the same package.
 # shellcheck source=scripts/pytest-processes.sh
 source scripts/pytest-processes.sh
 # With arguments, only what they name (tests/ was passed beside them, so naming a file still ran them all);
