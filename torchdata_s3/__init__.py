@@ -64,17 +64,15 @@ if TYPE_CHECKING:
     from .datasets import DatasetStateError, MissingObjectWarning, S3IterableDataset, S3MapDataset
 
 
-def _install_functional_names() -> None:
-    from .datapipes.functional import install
-
-    install()
+def _import_datapipes() -> None:
+    importlib.import_module(".datapipes", __name__)  # which registers the functional names
 
 
 if _HAS_TORCH:
     # Now if torch is already imported, else right after the program imports it (torchdata <= 0.9 does).
     call_after_import(
         "torch",
-        _install_functional_names,
+        _import_datapipes,
         "register list_files_by_s3, load_files_by_s3 and save_by_s3 on torch's IterDataPipe",
     )
 
