@@ -110,6 +110,10 @@ __all__ = [
 _core.set_error_factory(error_from_native)
 
 
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))  # the names imported on first use too
+
+
 def __getattr__(name: str) -> object:
     # torchdata_s3.dcp imports torch.distributed.checkpoint (seconds): only when it is first used.
     # torchdata_s3.nodes needs torchdata >= 0.10 (torchdata.nodes): only when it is first used.
