@@ -23,11 +23,21 @@ print(IterDataPipe.functions["readlines"].args[0].__module__)
 """
 
 
-def run(imports: str) -> str:
-    code = textwrap.dedent(CHECK.format(imports=imports))
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+def run_fresh(code: str) -> str:
+    """`code` in a fresh interpreter, where a RuntimeWarning (what a failed registration gives) is an error;
+    its output."""
+    result = subprocess.run(
+        [sys.executable, "-W", "error::RuntimeWarning", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout.strip()
+
+
+def run(imports: str) -> str:
+    return run_fresh(textwrap.dedent(CHECK.format(imports=imports)))
 
 
 def test_without_torchdata() -> None:
@@ -53,9 +63,7 @@ def test_torchdata_imported_after(later: str) -> None:
         """
         )
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    first, second = result.stdout.split()
+    first, second = run_fresh(code).split()
     assert first == "torchdata_s3.datapipes.lines"
     assert second.startswith("torchdata.")  # torchdata's own LineReader took its name back
 
@@ -70,21 +78,9 @@ assert type(pipe.save_by_s3()) is torchdata_s3.S3FileSaver
 """
 
 
-def run_strict(code: str) -> str:
-    """A fresh interpreter in which a RuntimeWarning, what a failed registration gives, is an error."""
-    result = subprocess.run(
-        [sys.executable, "-W", "error::RuntimeWarning", "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout.strip()
-
-
 def test_importing_the_package_imports_no_torch_and_torch_imported_later_gets_the_names() -> None:
     code = 'import sys, torchdata_s3\nprint("torch" in sys.modules, "S3FileLoader" in dir(torchdata_s3))\n'
-    assert run_strict(code + NAMES_REGISTERED) == "False True"
+    assert run_fresh(code + NAMES_REGISTERED) == "False True"
 
 
 @pytest.mark.parametrize(
@@ -106,4 +102,4 @@ def test_importing_the_package_imports_no_torch_and_torch_imported_later_gets_th
 def test_whichever_module_of_ours_imports_torch_first_the_names_are_registered(first: str) -> None:
     # A module of ours that imports torch is half-imported when torch's import registers the names, which
     # imports the DataPipes: none of them may be the half-imported one.
-    run_strict(f"{first}\n{NAMES_REGISTERED}")
+    run_fresh(f"{first}\n{NAMES_REGISTERED}")
