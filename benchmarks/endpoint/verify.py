@@ -5,7 +5,10 @@ Both measurements use a single keep-alive HTTP connection, opened (and warmed by
 * time to first byte: median over ``TTFB_SAMPLES`` one-byte ranged GETs, from sending the request to
   having the status line and headers;
 * single-connection bandwidth: a whole-object GET of at least ``MIN_BANDWIDTH_OBJECT_BYTES``, bytes over
-  the time from the headers to the last byte (so the first-byte latency is not counted as transfer).
+  the time from the headers to the last byte (so the first-byte latency is not counted as transfer). A GET
+  slower than the profile's lower bound is repeated, up to ``BANDWIDTH_ATTEMPTS`` in all, and the fastest
+  counts: a busy machine only ever slows the reader down, so the fastest GET is the one that tells whether
+  the endpoint's pacing is what the profile says.
 
 For an endpoint with writes, ``check_profile(..., writes=True)`` also runs the write probe of
 :mod:`benchmarks.endpoint.verify_writes` on another connection.
@@ -38,6 +41,9 @@ FAST_MIN_BANDWIDTH_MBPS = 300.0  # loopback without shaping does GB/s; below thi
 # Over TLS the probe (Python's ssl module, one connection) decrypts at ~200 MB/s on the 2-core machine.
 FAST_MIN_TLS_BANDWIDTH_MBPS = 100.0
 
+BANDWIDTH_ATTEMPTS = 3
+"""CI's busiest step once measured 53.9 MB/s over TLS against a 54 MB/s lower bound (s3like's 90 x 0.6)."""
+
 _READ_CHUNK_BYTES = 1024 * 1024
 
 
@@ -48,13 +54,16 @@ def verify_profile(
     expected_latency_ms: Optional[float] = None,
     expected_bandwidth_mbps: Optional[float] = None,
     ca_file: Optional[str] = None,
+    min_bandwidth_mbps: float = 0.0,
 ) -> dict[str, Any]:
     """Measure TTFB and single-connection bandwidth against object ``key`` of ``bucket``; over TLS for an
     ``https://`` endpoint, trusting ``ca_file`` (default: the system store).
 
-    The object must have at least ``MIN_BANDWIDTH_OBJECT_BYTES`` (16 MiB). Returns ``ttfb_ms`` (median),
-    ``ttfb_samples_ms``, ``bandwidth_mbps`` (MB/s, 10^6 bytes/s), ``object_bytes``, and the expected
-    values passed in (None when not given), for reports.
+    The object must have at least ``MIN_BANDWIDTH_OBJECT_BYTES`` (16 MiB). A whole-object GET slower than
+    ``min_bandwidth_mbps`` is repeated, up to ``BANDWIDTH_ATTEMPTS`` GETs, and the fastest counts. Returns
+    ``ttfb_ms`` (median), ``ttfb_samples_ms``, ``bandwidth_mbps`` (MB/s, 10^6 bytes/s, the fastest GET),
+    ``bandwidth_samples_mbps``, ``object_bytes``, and the expected values passed in (None when not given),
+    for reports.
     """
     path = f"/{quote(bucket, safe='')}/{quote(key, safe='/')}"
     connection = _connect(endpoint_url, ca_file)
@@ -65,13 +74,18 @@ def verify_profile(
                 f"{bucket}/{key} has {object_bytes} bytes; bandwidth needs >= {MIN_BANDWIDTH_OBJECT_BYTES}"
             )
         ttfb_samples_ms = [_ranged_get_ttfb_ms(connection, path) for _ in range(TTFB_SAMPLES)]
-        bandwidth_mbps = _whole_get_bandwidth_mbps(connection, path, object_bytes)
+        bandwidth_samples_mbps: list[float] = []
+        while len(bandwidth_samples_mbps) < BANDWIDTH_ATTEMPTS:
+            bandwidth_samples_mbps.append(_whole_get_bandwidth_mbps(connection, path, object_bytes))
+            if max(bandwidth_samples_mbps) >= min_bandwidth_mbps:
+                break
     finally:
         connection.close()
     return {
         "ttfb_ms": statistics.median(ttfb_samples_ms),
         "ttfb_samples_ms": ttfb_samples_ms,
-        "bandwidth_mbps": bandwidth_mbps,
+        "bandwidth_mbps": max(bandwidth_samples_mbps),
+        "bandwidth_samples_mbps": bandwidth_samples_mbps,
         "object_bytes": object_bytes,
         "expected_latency_ms": expected_latency_ms,
         "expected_bandwidth_mbps": expected_bandwidth_mbps,
@@ -101,14 +115,20 @@ def check_profile(
     TLS) on ``fast``; a multipart upload that does not read back exactly raises as well.
     """
     if profile == "fast":
-        measured = verify_profile(endpoint_url, bucket, key, ca_file=ca_file)
-        problems = []
         floor = FAST_MIN_TLS_BANDWIDTH_MBPS if endpoint_url.startswith("https:") else FAST_MIN_BANDWIDTH_MBPS
+        measured = verify_profile(endpoint_url, bucket, key, ca_file=ca_file, min_bandwidth_mbps=floor)
+        problems = []
         if measured["bandwidth_mbps"] < floor:
             problems.append(f"bandwidth {measured['bandwidth_mbps']:.0f} MB/s < {floor}")
     elif profile == "s3like":
         measured = verify_profile(
-            endpoint_url, bucket, key, expected_latency_ms, expected_bandwidth_mbps, ca_file=ca_file
+            endpoint_url,
+            bucket,
+            key,
+            expected_latency_ms,
+            expected_bandwidth_mbps,
+            ca_file=ca_file,
+            min_bandwidth_mbps=BANDWIDTH_LOWER_FACTOR * expected_bandwidth_mbps,
         )
         problems = _s3like_problems(measured, expected_latency_ms, expected_bandwidth_mbps)
     else:
@@ -149,7 +169,8 @@ def _s3like_problems(measured: dict[str, Any], latency_ms: float, bandwidth_mbps
     if not bandwidth_low <= measured["bandwidth_mbps"] <= bandwidth_high:
         problems.append(
             f"bandwidth {measured['bandwidth_mbps']:.1f} MB/s outside "
-            f"[{bandwidth_low:.1f}, {bandwidth_high:.1f}] MB/s"
+            f"[{bandwidth_low:.1f}, {bandwidth_high:.1f}] MB/s (the fastest of "
+            f"{len(measured['bandwidth_samples_mbps'])} GETs)"
         )
     return problems
 
