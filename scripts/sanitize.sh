@@ -54,6 +54,7 @@ subset=(
     tests/integration/test_random_access.py
     tests/integration/test_faults.py
     tests/integration/test_landing.py
+    tests/integration/test_landed.py
     tests/integration/test_received_in_place.py
     tests/integration/test_known_length_landing.py
     tests/integration/test_guessed_length_landing.py
