@@ -24,7 +24,7 @@ from typing import Any, Optional
 from urllib.parse import quote, urlsplit
 
 from benchmarks.endpoint.nginx_config import BYTES_PER_MB
-from benchmarks.endpoint.verify_writes import verify_writes, write_problems
+from benchmarks.endpoint.verify_writes import min_upload_mbps, verify_writes, write_problems
 
 TTFB_SAMPLES = 5
 MIN_BANDWIDTH_OBJECT_BYTES = 16 * 1024 * 1024
@@ -134,12 +134,15 @@ def check_profile(
     else:
         raise ValueError(f"unknown profile {profile!r}")
     if writes:
+        https = endpoint_url.startswith("https:")
         connection = _connect(endpoint_url, ca_file)
         try:
-            measured["writes"] = verify_writes(connection, bucket)
+            measured["writes"] = verify_writes(
+                connection, bucket, min_upload_mbps(profile, https, expected_bandwidth_mbps)
+            )
         finally:
             connection.close()
-        measured["writes"]["https"] = endpoint_url.startswith("https:")
+        measured["writes"]["https"] = https
         problems += write_problems(measured["writes"], profile, expected_latency_ms, expected_bandwidth_mbps)
     if problems:
         raise RuntimeError(

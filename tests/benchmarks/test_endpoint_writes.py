@@ -21,6 +21,7 @@ from botocore.exceptions import ClientError
 from benchmarks.cli import PROFILE_CHECK_ATTEMPTS, PROFILE_CHECK_PAUSE_S
 from benchmarks.endpoint.nginx import LocalEndpoint, ensure_nginx_installed
 from benchmarks.endpoint.verify import check_profile
+from benchmarks.endpoint.verify_writes import UPLOAD_ATTEMPTS
 from tests.benchmarks.endpoint_client import boto3_client
 
 pytestmark = pytest.mark.integration
@@ -505,6 +506,20 @@ def test_s3like_delivers_latency_and_bandwidth_for_writes_and_reads(s3like: Loca
                 raise
             time.sleep(PROFILE_CHECK_PAUSE_S)
     assert measured["writes"]["multipart_bytes"] == 8 * PART_BYTES
+
+
+def test_a_slow_upload_probe_is_repeated_before_the_profile_is_refused(s3like: LocalEndpoint) -> None:
+    # As for reads (test_endpoint.py): checked against twice its real pace, every attempt is too slow.
+    with pytest.raises(RuntimeError, match=rf"fastest of {UPLOAD_ATTEMPTS} uploads"):
+        check_profile(
+            s3like.endpoint_url,
+            BUCKET,
+            PROBE_KEY,
+            "s3like",
+            S3LIKE_LATENCY_MS,
+            2 * S3LIKE_BANDWIDTH_MBPS,
+            writes=True,
+        )
 
 
 def test_s3like_paces_each_connection_on_its_own(s3like: LocalEndpoint) -> None:
