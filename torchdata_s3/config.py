@@ -81,8 +81,8 @@ class S3Config:
             arrived, as a read-only ``io.BytesIO`` over the bytes it was received into
             (:class:`~torchdata_s3.landed.LandedObjectStream`), not as a streaming
             :class:`~torchdata_s3.reader.S3ObjectStream` [1 MiB]: nothing is left to fetch for it, so the
-            streaming layers would only cost time (a third of the CPU per 110 kB object, docs/streams.md).
-            0: every object streams.
+            streaming layers would only cost time (a quarter of the CPU per 110 kB object, docs/streams.md).
+            0: every object streams. With ``cache_dir`` set, objects are streamed through the cache.
         request_timeout_ms: the longest wait for the next piece of a response before the request is
             cancelled and :class:`~torchdata_s3.S3TimeoutError` raised [10000].
         connect_timeout_ms: TCP/TLS connect timeout per attempt [3000].

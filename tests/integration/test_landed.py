@@ -97,7 +97,7 @@ def test_a_landed_stream_is_read_only_and_refuses_pickling(boto_s3, bucket: str)
     assert stream.closed and bytes(view) == data
 
 
-def test_which_objects_land_and_which_stream(boto_s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+def test_which_objects_land_and_which_stream(boto_s3, bucket: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     limit = 256 * KiB
     at_limit = put(boto_s3, bucket, "at-limit", payload(limit, seed=3))
     over_limit = put(boto_s3, bucket, "over-limit", payload(limit + 1, seed=4))
@@ -116,6 +116,8 @@ def test_which_objects_land_and_which_stream(boto_s3, bucket: str) -> None:  # t
     ]
     # 0: every object streams, even an empty one.
     assert set(kinds(loaded_streams(urls, small_object_bytes=0))) == {S3ObjectStream}
+    # So does a loader with a cache: its objects go through the cache as they are read.
+    assert set(kinds(loaded_streams(urls, cache_dir=str(tmp_path)))) == {S3ObjectStream}
     # S3Client.open() always streams.
     assert type(S3Client(S3Config.resolve()).open(at_limit)) is S3ObjectStream
 
