@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Generator, Iterator
-from typing import Any, NamedTuple, Optional, Union
+from typing import Any, Callable, NamedTuple, Optional, TypeVar, Union
 
 from . import _core
 from .cache.object_cache import object_cache
@@ -78,6 +78,22 @@ def _landed(native: _core.ObjectStream, location: S3Url, most_bytes: int) -> Opt
     return landed
 
 
+T = TypeVar("T")
+
+
+def _answered(request: Any, wait: Callable[[], T]) -> tuple[Optional[T], Optional[S3Error]]:
+    """``wait()``'s result, or the S3Error it raised with ``request`` closed (closed as well, and raised, on
+    any other exception)."""
+    try:
+        return wait(), None
+    except S3Error as error:
+        request.close()
+        return None, error
+    except BaseException:
+        request.close()
+        raise
+
+
 def check_prefetch(prefetch: int, max_inflight_bytes: int) -> None:
     """Refuses prefetch settings that cannot work, naming them."""
     if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
@@ -131,14 +147,9 @@ def fetch_in_order(
         if plan is None or plan.needs_get:
             _url, native = window.pop()
         if plan is None and native is not None and landed_most_bytes:
-            try:
-                landed = _landed(native, target.location, landed_most_bytes)
-            except S3Error as error:
-                native.close()
+            landed, error = _answered(native, lambda: _landed(native, target.location, landed_most_bytes))
+            if error is not None:
                 return Fetched(target, None, error)
-            except BaseException:
-                native.close()
-                raise
             if landed is not None:
                 if target.size is None:
                     window.remember_size(landed.size)  # for the guesses of the objects requested next
@@ -149,17 +160,12 @@ def fetch_in_order(
             if plan is None
             else plan.raw(client, target.location, native, **reading)
         )
-        try:
-            # Waits for the response headers and raises the request's failure. Not `size`: a listing gives
-            # the size, and the object would then be yielded before its answer, its failure coming from
-            # the reader's first read instead of here, at its turn.
-            reader.etag  # noqa: B018
-        except S3Error as error:
-            reader.close()
+        # Waits for the response headers and raises the request's failure. Not `size`: a listing gives the
+        # size, and the object would then be yielded before its answer, its failure coming from the reader's
+        # first read instead of here, at its turn.
+        _etag, error = _answered(reader, lambda: reader.etag)
+        if error is not None:
             return Fetched(target, None, error)
-        except BaseException:
-            reader.close()
-            raise
         if target.size is None:
             window.remember_size(reader.size_if_known)  # for the guesses of the objects requested next
         # Made once the size is known: its buffer is then no larger than the object (1 MiB otherwise).
