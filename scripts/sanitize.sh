@@ -54,7 +54,6 @@ subset=(
     tests/integration/test_random_access.py
     tests/integration/test_faults.py
     tests/integration/test_landing.py
-    tests/integration/test_landed.py
     tests/integration/test_received_in_place.py
     tests/integration/test_known_length_landing.py
     tests/integration/test_guessed_length_landing.py
@@ -90,16 +89,11 @@ subset=(
     tests/unit/test_node_budget.py
     tests/integration/test_node_budget.py
 )
-# Run in every other test run, never here: ASan's own allocator is not fork-safe. A child forked while another
-# thread of the parent held the allocator's size-class lock waits for it forever (seen in the first test under
-# ASan: every thread of the hung child in SizeClassAllocator64::GetFromAllocator), whatever our code does. The
-# second forks a child that reads a BytesIO it inherited (no native code); in session 48's CI run a process's
-# thread T1 died under ASan with a SEGV at address 0x18 and a report cut short after its first lines (the
-# process exiting meanwhile), all tests passing: most likely that child's queue feeder thread. Not reproduced
-# in 12 runs of its files beside two others, 3 processes.
+# Runs in every other test run, never here: ASan's own allocator is not fork-safe. A child forked while another
+# thread of the parent held the allocator's size-class lock waits for it forever (seen in this test under ASan:
+# every thread of the hung child in SizeClassAllocator64::GetFromAllocator), whatever our code does.
 not_under_asan=(
     --deselect tests/integration/test_stream_safety.py::test_fork_children_read_while_other_threads_make_clients_and_read
-    --deselect tests/integration/test_landed.py::test_a_forked_child_reads_an_inherited_landed_stream
 )
 
 step "compiler"
