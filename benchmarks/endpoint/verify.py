@@ -6,7 +6,7 @@ Both measurements use a single keep-alive HTTP connection, opened (and warmed by
   having the status line and headers;
 * single-connection bandwidth: a whole-object GET of at least ``MIN_BANDWIDTH_OBJECT_BYTES``, bytes over
   the time from the headers to the last byte (so the first-byte latency is not counted as transfer). A GET
-  slower than the profile's lower bound is repeated, up to ``BANDWIDTH_ATTEMPTS`` in all, and the fastest
+  slower than the profile's lower bound is repeated, up to ``PROBE_ATTEMPTS`` in all, and the fastest
   counts: a busy machine only ever slows the reader down, so the fastest GET is the one that tells whether
   the endpoint's pacing is what the profile says.
 
@@ -24,7 +24,12 @@ from typing import Any, Optional
 from urllib.parse import quote, urlsplit
 
 from benchmarks.endpoint.nginx_config import BYTES_PER_MB
-from benchmarks.endpoint.verify_writes import min_upload_mbps, verify_writes, write_problems
+from benchmarks.endpoint.verify_writes import (
+    min_upload_mbps,
+    rates_until_floor,
+    verify_writes,
+    write_problems,
+)
 
 TTFB_SAMPLES = 5
 MIN_BANDWIDTH_OBJECT_BYTES = 16 * 1024 * 1024
@@ -40,9 +45,6 @@ BANDWIDTH_UPPER_FACTOR = 1.15  # above the cap by more than noise means the limi
 FAST_MIN_BANDWIDTH_MBPS = 300.0  # loopback without shaping does GB/s; below this something throttles
 # Over TLS the probe (Python's ssl module, one connection) decrypts at ~200 MB/s on the 2-core machine.
 FAST_MIN_TLS_BANDWIDTH_MBPS = 100.0
-
-BANDWIDTH_ATTEMPTS = 3
-"""CI's busiest step once measured 53.9 MB/s over TLS against a 54 MB/s lower bound (s3like's 90 x 0.6)."""
 
 _READ_CHUNK_BYTES = 1024 * 1024
 
@@ -60,7 +62,7 @@ def verify_profile(
     ``https://`` endpoint, trusting ``ca_file`` (default: the system store).
 
     The object must have at least ``MIN_BANDWIDTH_OBJECT_BYTES`` (16 MiB). A whole-object GET slower than
-    ``min_bandwidth_mbps`` is repeated, up to ``BANDWIDTH_ATTEMPTS`` GETs, and the fastest counts. Returns
+    ``min_bandwidth_mbps`` is repeated, up to ``PROBE_ATTEMPTS`` GETs, and the fastest counts. Returns
     ``ttfb_ms`` (median), ``ttfb_samples_ms``, ``bandwidth_mbps`` (MB/s, 10^6 bytes/s, the fastest GET),
     ``bandwidth_samples_mbps``, ``object_bytes``, and the expected values passed in (None when not given),
     for reports.
@@ -74,11 +76,9 @@ def verify_profile(
                 f"{bucket}/{key} has {object_bytes} bytes; bandwidth needs >= {MIN_BANDWIDTH_OBJECT_BYTES}"
             )
         ttfb_samples_ms = [_ranged_get_ttfb_ms(connection, path) for _ in range(TTFB_SAMPLES)]
-        bandwidth_samples_mbps: list[float] = []
-        while len(bandwidth_samples_mbps) < BANDWIDTH_ATTEMPTS:
-            bandwidth_samples_mbps.append(_whole_get_bandwidth_mbps(connection, path, object_bytes))
-            if max(bandwidth_samples_mbps) >= min_bandwidth_mbps:
-                break
+        bandwidth_samples_mbps = rates_until_floor(
+            lambda: _whole_get_bandwidth_mbps(connection, path, object_bytes), min_bandwidth_mbps
+        )
     finally:
         connection.close()
     return {
@@ -114,8 +114,9 @@ def check_profile(
     single-connection upload rate on ``s3like``, and at least ``FAST_MIN_UPLOAD_MBPS`` (200 MB/s; 100 over
     TLS) on ``fast``; a multipart upload that does not read back exactly raises as well.
     """
+    https = endpoint_url.startswith("https:")
     if profile == "fast":
-        floor = FAST_MIN_TLS_BANDWIDTH_MBPS if endpoint_url.startswith("https:") else FAST_MIN_BANDWIDTH_MBPS
+        floor = FAST_MIN_TLS_BANDWIDTH_MBPS if https else FAST_MIN_BANDWIDTH_MBPS
         measured = verify_profile(endpoint_url, bucket, key, ca_file=ca_file, min_bandwidth_mbps=floor)
         problems = []
         if measured["bandwidth_mbps"] < floor:
@@ -134,7 +135,6 @@ def check_profile(
     else:
         raise ValueError(f"unknown profile {profile!r}")
     if writes:
-        https = endpoint_url.startswith("https:")
         connection = _connect(endpoint_url, ca_file)
         try:
             measured["writes"] = verify_writes(

@@ -7,7 +7,7 @@ On one keep-alive HTTP connection, opened (and warmed by a HEAD) before timing, 
   the response's status line and headers (on ``s3like``: the latency the endpoint adds after a body);
 * single-connection upload rate: one PutObject of ``UPLOAD_PROBE_BYTES``, its bytes over the time from
   sending to the response, less the median PUT latency (so, as for reads, latency is not counted as
-  transfer); one slower than the profile's lower bound is sent again, up to ``UPLOAD_ATTEMPTS`` in all, and
+  transfer); one slower than the profile's lower bound is sent again, up to ``PROBE_ATTEMPTS`` in all, and
   the fastest counts (a busy machine only slows the sender down);
 * an 8-part multipart upload (parts of S3's 5 MiB minimum, each with different bytes), read back with a GET
   and compared byte for byte, then checked to have left no pending upload.
@@ -20,7 +20,7 @@ import os
 import re
 import statistics
 import time
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import quote
 
 from benchmarks.endpoint.nginx_config import BYTES_PER_MB
@@ -34,7 +34,9 @@ FAST_MIN_UPLOAD_MBPS = (
     200.0  # an unshaped loopback PUT to page cache does GB/s; below this something throttles
 )
 FAST_MIN_TLS_UPLOAD_MBPS = 100.0  # the probe's own encryption (Python's ssl, one connection) is the limit
-UPLOAD_ATTEMPTS = 3  # as the read probe's BANDWIDTH_ATTEMPTS
+PROBE_ATTEMPTS = 3
+"""Rate probes (this module's upload, verify.py's GET) under their floor run again, up to this many times in
+all: CI's busiest step once measured 53.9 MB/s over TLS against a 54 MB/s floor (s3like's 90 x 0.6)."""
 
 _UPLOAD_ID = re.compile(rb"<UploadId>([^<]+)</UploadId>")
 
@@ -44,11 +46,10 @@ def verify_writes(
 ) -> dict[str, Any]:
     """Measure PUT latency and single-connection upload rate, and round-trip an 8-part multipart upload,
     over ``connection`` (not yet used). An upload slower than ``min_upload_mbps`` is sent again, up to
-    ``UPLOAD_ATTEMPTS`` in all. Returns ``put_latency_ms`` (median), ``put_latency_samples_ms``,
+    ``PROBE_ATTEMPTS`` in all. Returns ``put_latency_ms`` (median), ``put_latency_samples_ms``,
     ``upload_mbps`` (MB/s, 10^6 bytes/s, the fastest upload), ``upload_samples_mbps``, ``upload_bytes``,
-    ``multipart_bytes`` and
-    ``multipart_seconds`` (from Create to the end of Complete). Raises RuntimeError if a request fails or
-    the upload does not read back exactly.
+    ``multipart_bytes`` and ``multipart_seconds`` (from Create to the end of Complete). Raises RuntimeError
+    if a request fails or the upload does not read back exactly.
     """
     prefix = f"/{quote(bucket, safe='')}/endpoint-write-probe/{os.urandom(6).hex()}"
     _call(connection, "HEAD", f"/{quote(bucket, safe='')}", expected=200)
@@ -61,14 +62,14 @@ def verify_writes(
             latencies_ms.append((time.perf_counter() - started) * 1000)
         latency_ms = statistics.median(latencies_ms)
         large = memoryview(os.urandom(UPLOAD_PROBE_BYTES))
-        upload_samples_mbps: list[float] = []
-        while len(upload_samples_mbps) < UPLOAD_ATTEMPTS:
+
+        def upload_mbps() -> float:
             started = time.perf_counter()
             _call(connection, "PUT", written[1], large, expected=200)
             transfer_s = time.perf_counter() - started - latency_ms / 1000
-            upload_samples_mbps.append(UPLOAD_PROBE_BYTES / transfer_s / BYTES_PER_MB)
-            if max(upload_samples_mbps) >= min_upload_mbps:
-                break
+            return UPLOAD_PROBE_BYTES / transfer_s / BYTES_PER_MB
+
+        upload_samples_mbps = rates_until_floor(upload_mbps, min_upload_mbps)
         parts = [os.urandom(MULTIPART_PART_BYTES) for _ in range(MULTIPART_PARTS)]
         multipart_s = _multipart_round_trip(connection, bucket, written[2], parts)
     finally:
@@ -83,6 +84,17 @@ def verify_writes(
         "multipart_bytes": MULTIPART_PARTS * MULTIPART_PART_BYTES,
         "multipart_seconds": multipart_s,
     }
+
+
+def rates_until_floor(measure: Callable[[], float], floor_mbps: float) -> list[float]:
+    """``measure()`` run until one rate reaches ``floor_mbps``, at most ``PROBE_ATTEMPTS`` times; every rate
+    measured, in order (the fastest is the one that counts: a busy machine only slows a probe down)."""
+    rates: list[float] = []
+    while len(rates) < PROBE_ATTEMPTS:
+        rates.append(measure())
+        if rates[-1] >= floor_mbps:
+            break
+    return rates
 
 
 def min_upload_mbps(profile: str, https: bool, bandwidth_mbps: float) -> float:

@@ -15,7 +15,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from benchmarks.endpoint.nginx import LocalEndpoint, ensure_nginx_installed
-from benchmarks.endpoint.verify import BANDWIDTH_ATTEMPTS, check_profile
+from benchmarks.endpoint.verify import check_profile
+from benchmarks.endpoint.verify_writes import PROBE_ATTEMPTS
 from tests.benchmarks.endpoint_client import boto3_client
 
 pytestmark = pytest.mark.integration
@@ -384,7 +385,7 @@ def test_s3like_delivers_its_latency_and_bandwidth(s3like: LocalEndpoint) -> Non
 def test_a_slow_bandwidth_probe_is_repeated_before_the_profile_is_refused(s3like: LocalEndpoint) -> None:
     # A busy machine only slows the probe down, so a GET under the lower bound is measured again; an
     # endpoint that stays under it (here: checked against twice its real pace) is refused after the last try.
-    with pytest.raises(RuntimeError, match=rf"fastest of {BANDWIDTH_ATTEMPTS} GETs"):
+    with pytest.raises(RuntimeError, match=rf"fastest of {PROBE_ATTEMPTS} GETs"):
         check_profile(
             s3like.endpoint_url, BUCKET, BIG_KEY, "s3like", S3LIKE_LATENCY_MS, 2 * S3LIKE_BANDWIDTH_MBPS
         )

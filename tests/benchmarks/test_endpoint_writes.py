@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 from benchmarks.cli import PROFILE_CHECK_ATTEMPTS, PROFILE_CHECK_PAUSE_S
 from benchmarks.endpoint.nginx import LocalEndpoint, ensure_nginx_installed
 from benchmarks.endpoint.verify import check_profile
-from benchmarks.endpoint.verify_writes import UPLOAD_ATTEMPTS
+from benchmarks.endpoint.verify_writes import PROBE_ATTEMPTS
 from tests.benchmarks.endpoint_client import boto3_client
 
 pytestmark = pytest.mark.integration
@@ -510,7 +510,7 @@ def test_s3like_delivers_latency_and_bandwidth_for_writes_and_reads(s3like: Loca
 
 def test_a_slow_upload_probe_is_repeated_before_the_profile_is_refused(s3like: LocalEndpoint) -> None:
     # As for reads (test_endpoint.py): checked against twice its real pace, every attempt is too slow.
-    with pytest.raises(RuntimeError, match=rf"fastest of {UPLOAD_ATTEMPTS} uploads"):
+    with pytest.raises(RuntimeError, match=rf"fastest of {PROBE_ATTEMPTS} uploads"):
         check_profile(
             s3like.endpoint_url,
             BUCKET,
