@@ -87,6 +87,7 @@ std::shared_ptr<S3Client> make_client(ClientOptions options) {
     S3Client* client;
     {
         GilRelease release;
+        ClientSetup setup(PyThread_get_thread_ident() == g_main_thread);  // the exit waits for it (crt_runtime.h)
         client = new S3Client(std::move(options));
     }
     return std::shared_ptr<S3Client>(client, [](S3Client* c) {
@@ -174,6 +175,8 @@ PYBIND11_MODULE(_core, m) {
             g_error_factory = factory.release().ptr();
         },
         py::arg("factory"), "Installs callable(info: dict) -> BaseException used for every failed request.");
+    m.def("prepare_for_exit", &prepare_for_exit, py::arg("timeout_ms"), py::call_guard<py::gil_scoped_release>(),
+          "Refuses client setups from now on and waits up to timeout_ms for those under way; True if none is left.");
     m.def("enable_crt_logging", &enable_crt_logging, py::arg("level"),
           "Sends the CRT's own log lines at `level` and above to stderr (process-wide).");
     m.def(

@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fork_safe_mutex.h"
@@ -162,6 +164,38 @@ CrtRuntime::~CrtRuntime() {
     aws_client_bootstrap_release(bootstrap_);
     aws_host_resolver_release(host_resolver_);
     aws_event_loop_group_release(event_loop_group_);
+}
+
+namespace {
+// Sequentially consistent, so that a setup and prepare_for_exit() cannot miss each other: either the setup sees
+// the exit begun, or the exit sees the setup counted.
+std::atomic<int> g_setups_under_way{0};
+std::atomic<bool> g_exit_begun{false};
+// A fork() child has none of its parent's other threads, so none of their setups: counted, they would make its
+// exit wait out the whole timeout.
+void no_setups_in_child() { g_setups_under_way.store(0); }
+const bool g_setups_reset_in_children = pthread_atfork(nullptr, nullptr, no_setups_in_child) == 0;
+}  // namespace
+
+ClientSetup::ClientSetup(bool on_exiting_thread) {
+    g_setups_under_way.fetch_add(1);
+    if (g_exit_begun.load() && !on_exiting_thread) {
+        g_setups_under_way.fetch_sub(1);
+        for (;;) pause();
+    }
+}
+
+ClientSetup::~ClientSetup() { g_setups_under_way.fetch_sub(1); }
+
+bool prepare_for_exit(uint32_t timeout_ms) {
+    (void)g_setups_reset_in_children;
+    g_exit_begun.store(true);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (g_setups_under_way.load() > 0) {
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
 }
 
 void enable_crt_logging(const char* level_name) {

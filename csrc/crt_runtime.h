@@ -55,6 +55,26 @@ private:
     aws_tls_ctx* credentials_tls_ = nullptr;  // set once, under credentials_tls_once_
 };
 
+// Held by a thread while it sets up a client: the CRT's one-time initialisation (s2n reads the system's trust
+// store) and the client's TLS contexts use the TLS library's process-wide state. Built against the system's
+// OpenSSL, that state is freed by OpenSSL's own exit handler (OPENSSL_cleanup, which exit() runs after the
+// interpreter has finalised) whatever other threads are doing with it: a daemon thread making the process's first
+// client as the main thread returned read freed memory under ASan, and such a process can die with SIGSEGV
+// instead of exiting 0. Once prepare_for_exit() has run, any thread but the one running the exit parks here
+// (pauses until the process ends: Python parks its daemon threads reaching for the GIL at exit the same way);
+// that one sets up as before (an atexit handler of the user's may write to S3), nothing running beside it.
+class ClientSetup {
+public:
+    explicit ClientSetup(bool on_exiting_thread);
+    ~ClientSetup();
+    ClientSetup(const ClientSetup&) = delete;
+    ClientSetup& operator=(const ClientSetup&) = delete;
+};
+
+// Called when the interpreter begins to exit (Python's atexit handlers run before C's): no client setup starts
+// after it, and it waits up to `timeout_ms` for those under way. True if none was left running.
+bool prepare_for_exit(uint32_t timeout_ms);
+
 // Turns on the CRT's own logging to stderr ("error", "warn", "info", "debug", "trace"). Process-wide. The
 // request signer never logs below "warn": its INFO lines hold session tokens.
 void enable_crt_logging(const char* level_name);

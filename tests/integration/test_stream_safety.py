@@ -166,17 +166,39 @@ def test_interpreter_exits_cleanly_with_a_daemon_thread_mid_read(url: str) -> No
         config = torchdata_s3.S3Config(endpoint_url=f"http://127.0.0.1:{silent.getsockname()[1]}",
                                        request_timeout_ms=60_000)
         stream = torchdata_s3.S3Client(config).open("s3://bucket/key")
-        started = threading.Event()
-        def reader():
-            started.set()
-            stream.read(4096)
-        threading.Thread(target=reader, daemon=True).start()
-        started.wait(); time.sleep(0.5)
+        threading.Thread(target=lambda: stream.read(4096), daemon=True).start()
+        # Until its request has reached the server: the reader is then blocked on the answer.
+        silent.settimeout(60); silent.accept(); time.sleep(0.2)
         print("exiting", flush=True)
         """
     )
     assert result.returncode == 0, (result.returncode, result.stderr[-3000:])
     assert result.stdout.strip() == "exiting"
+
+
+@pytest.mark.parametrize("exit_after_s", [0.0, 0.01, 0.02, 0.04, 0.07, 0.1])
+def test_interpreter_exits_cleanly_while_a_daemon_thread_makes_clients(exit_after_s: float) -> None:
+    # The first client initialises the CRT (s2n reads the system's trust store), each https one builds a TLS
+    # context: with the system's OpenSSL, whose exit handler frees that state under any thread still using
+    # it, a process exiting meanwhile died with SIGSEGV (17 of 24 tries making one client) before the exit
+    # waited for client setups.
+    result = run_python(
+        f"""
+        import threading, time
+        from torchdata_s3 import S3Config
+        from torchdata_s3.client import native_client
+        def make_clients():
+            for i in range(100):  # a part size each: a client each
+                config = S3Config(endpoint_url="https://127.0.0.1:9", part_size_bytes=(5 + i) << 20)
+                native_client(config)
+        threading.Thread(target=make_clients, daemon=True).start()
+        time.sleep({exit_after_s})
+        print("exiting", flush=True)
+        """
+    )
+    assert result.returncode == 0, (result.returncode, result.stderr[-3000:])
+    assert result.stdout.strip() == "exiting"
+    assert result.stderr == ""
 
 
 def test_abandoned_loader_mid_iteration_exits_cleanly(url: str) -> None:

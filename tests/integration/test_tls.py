@@ -282,6 +282,38 @@ def test_the_process_exits_promptly_after_a_tls_failure(https_endpoint: LocalEnd
     assert elapsed < 15.0  # interpreter + torch import included
 
 
+@pytest.mark.parametrize("exit_after_s", [0.0, 0.02, 0.1])
+def test_the_process_exits_cleanly_with_reads_over_tls_in_flight(
+    https_endpoint: LocalEndpoint, certificates: SessionCertificates, exit_after_s: float
+) -> None:
+    # The CRT's threads go on decrypting records while the interpreter exits and OpenSSL's exit handler
+    # (OPENSSL_cleanup) frees the TLS library's state.
+    script = textwrap.dedent(
+        f"""
+        import time
+        from torchdata_s3 import S3Client, S3Config
+        config = S3Config.resolve(
+            endpoint_url={https_endpoint.endpoint_url!r}, ca_file={str(certificates.ca_file)!r}
+        )
+        streams = [S3Client(config).open("s3://{BUCKET}/{MULTIPART_KEY}") for _ in range(4)]
+        for stream in streams:
+            stream.read(1000)
+        time.sleep({exit_after_s})
+        print("exiting", flush=True)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parents[2],
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "exiting"
+    assert result.stderr == ""
+
+
 @pytest.fixture
 def proxy() -> Iterator[ConnectProxy]:
     with connect_proxy() as running:
