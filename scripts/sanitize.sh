@@ -76,6 +76,7 @@ subset=(
     "tests/integration/test_tls.py::test_listing_and_loading_small_and_multipart_objects_over_tls[ca_file]"
     tests/integration/test_tls.py::test_an_untrusted_certificate_fails_fast_naming_the_cause_and_the_fix
     tests/integration/test_tls.py::test_https_to_a_plain_http_port_fails_fast_suggesting_http
+    tests/integration/test_tls.py::test_the_process_exits_cleanly_with_reads_over_tls_in_flight
     tests/integration/test_tls.py::test_https_goes_through_the_https_proxy_with_connect
     tests/integration/test_tls.py::test_an_untrusted_certificate_behind_a_proxy_fails_fast_naming_the_cause
     tests/integration/test_tls.py::test_proxy_credentials_from_the_proxy_url_are_sent
@@ -137,7 +138,10 @@ sanitized() (
     asan="detect_leaks=0:abort_on_error=1:halt_on_error=1:print_summary=1"
     ubsan="print_stacktrace=1:halt_on_error=1"
     if [[ -n "$reports" ]]; then
-        asan+=":log_path=$reports/asan"
+        # symbolize=0: a report written to a file prints its frames as module+offset at once, and print_report
+        # below resolves them. Symbolizing in the dying process is slow: twice in session 48's CI runs a
+        # short-lived process exited while its thread was still symbolizing, leaving three lines and no stack.
+        asan+=":symbolize=0:log_path=$reports/asan"
         ubsan+=":log_path=$reports/ubsan"
     fi
     LD_PRELOAD="$libasan $libstdcxx" ASAN_OPTIONS="$asan" UBSAN_OPTIONS="$ubsan" "$py" "$@"
@@ -206,10 +210,24 @@ if ((fuzz_seconds > 0)); then
     fi
     echo "sanitize: list_objects_v2: $(sed -n 's/^stat::number_of_executed_units: *//p' "$log") inputs, no failure"
 fi
+# A report's first 120 lines, each unsymbolized frame "(module+0xoffset)" followed by its function and source
+# line as addr2line reads them from the module (the sanitized build keeps its symbols).
+print_report() {
+    local line module offset where
+    head -n 120 "$1" | while IFS= read -r line; do
+        if [[ "$line" =~ \((/[^+\)]+)\+(0x[0-9a-f]+)\) ]]; then
+            module=${BASH_REMATCH[1]}
+            offset=${BASH_REMATCH[2]}
+            where=$(addr2line -f -C -i -p -e "$module" "$offset" 2>/dev/null | sed -E 's# at /[^ ]*/# at #g' | tr '\n' ' ')
+            [[ -n "$where" && "$where" != "?? ??:0 " ]] && line+="  $where"
+        fi
+        echo "$line"
+    done
+}
 for report in "$out"/reports/*; do  # printed last, so that the end of the log shows what the sanitizers saw
     [[ -e "$report" ]] || continue
     echo "sanitize: report $report:" >&2
-    head -n 120 "$report" >&2
+    print_report "$report" >&2
     ((tests_status != 0)) || tests_status=1  # a report fails the run, whichever process wrote it
 done
 ((tests_status == 0)) || fail "tests under the sanitizers (pytest exit $tests_status, output above)"

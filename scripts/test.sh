@@ -50,15 +50,35 @@ python -m benchmarks.endpoint.install
 step "lint"
 scripts/lint.sh
 checks_status=0
+failed_checks=()
+# check NAME COMMAND...: runs a check whose failure is reported at the end, after the full test run has had its
+# say too, with the last lines of its output again (build/checks/NAME.log): CI shows only the end of the log.
+check() {
+    local name=$1 status=0
+    shift
+    mkdir -p build/checks
+    "$@" 2>&1 | tee "build/checks/$name.log" || status=$?
+    if ((status != 0)); then
+        checks_status=$status
+        failed_checks+=("$name")
+    fi
+    return "$status"
+}
+report_failed_checks() {
+    local name
+    for name in "${failed_checks[@]}"; do
+        echo "test.sh: FAILED: $name; the end of its output (build/checks/$name.log):" >&2
+        tail -n 80 "build/checks/$name.log" >&2
+    done
+}
 aws_lc_wheel=""
 wheels_pid=""
 if (($# == 0)); then
-    # A failure here is reported at the end, after the full test run has had its say too.
     step "fuzzing"
-    bash scripts/fuzz.sh "${FUZZ_SECONDS:-30}" || checks_status=$?
+    check fuzzing bash scripts/fuzz.sh "${FUZZ_SECONDS:-30}" || true
     if [[ "${SANITIZE:-1}" != 0 ]]; then
         step "the sanitizer build and its tests"
-        bash scripts/sanitize.sh || checks_status=$?
+        check sanitizer bash scripts/sanitize.sh || true
     fi
     if [[ "${WHEELS:-1}" != 0 ]]; then
         step "the sdist and the cp311 wheel from it"
@@ -66,15 +86,13 @@ if (($# == 0)); then
             cat build/wheels-toolchain.log >&2
             echo "test.sh: zig did not install or compile; see above" >&2
         fi
-        if SMOKE=0 bash scripts/wheels.sh 3.11; then
+        if check wheel-cp311 env SMOKE=0 bash scripts/wheels.sh 3.11; then
             aws_lc_wheel=$(ls build/wheels/wheelhouse/torchdata_s3-*-cp311-cp311-*.whl)
-        else
-            checks_status=$?
         fi
     fi
     if [[ "${AWS_LC:-1}" != 0 ]]; then
         step "the TLS tests against aws-lc"
-        AWS_LC_WHEEL=$aws_lc_wheel bash scripts/aws-lc.sh || checks_status=$?
+        check aws-lc env AWS_LC_WHEEL="$aws_lc_wheel" bash scripts/aws-lc.sh || true
     fi
     if [[ -n "$aws_lc_wheel" ]]; then
         # The other Pythons' wheels (the CRT is built: each compiles 4 files and links) and every wheel's smoke
@@ -94,6 +112,8 @@ source scripts/pytest-processes.sh
 selection=("$@")
 ((${#selection[@]})) || selection=("$PWD/tests")
 step "every test"
+# A failure here ends the run, after naming any check that failed before it.
+trap report_failed_checks EXIT
 python -m pytest --rootdir="$PWD" -c "$PWD/pyproject.toml" "${pytest_process_args[@]}" "${selection[@]}"
 if (($# == 0)) && [[ "${GENERATIONS:-1}" != 0 ]]; then
     # Beside the last wheels and their smoke tests, which wait on pip and servers for much of their time.
@@ -102,11 +122,15 @@ if (($# == 0)) && [[ "${GENERATIONS:-1}" != 0 ]]; then
 fi
 if [[ -n "$wheels_pid" ]]; then
     step "waiting for the other wheels and the smoke tests"
-    wait "$wheels_pid" || checks_status=$?
-    grep -v -e '^WARNING' -e '^INFO' build/wheels-rest.log
+    mkdir -p build/checks
+    if ! wait "$wheels_pid"; then
+        checks_status=1
+        failed_checks+=(other-wheels)
+    fi
+    grep -v -e '^WARNING' -e '^INFO' build/wheels-rest.log | tee build/checks/other-wheels.log
 fi
 step "done"
 if ((checks_status != 0)); then
-    echo "test.sh: fuzzing, the sanitizer run, the wheels or the aws-lc run failed (exit $checks_status); see above" >&2
-    exit "$checks_status"
+    echo "test.sh: failed: ${failed_checks[*]} (exit $checks_status); the end of each one's output follows" >&2
+    exit "$checks_status"  # the EXIT trap prints them
 fi
