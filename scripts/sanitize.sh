@@ -54,6 +54,7 @@ subset=(
     tests/integration/test_random_access.py
     tests/integration/test_faults.py
     tests/integration/test_landing.py
+    tests/integration/test_landed.py
     tests/integration/test_received_in_place.py
     tests/integration/test_known_length_landing.py
     tests/integration/test_guessed_length_landing.py
@@ -90,11 +91,15 @@ subset=(
     tests/unit/test_node_budget.py
     tests/integration/test_node_budget.py
 )
-# Runs in every other test run, never here: ASan's own allocator is not fork-safe. A child forked while another
-# thread of the parent held the allocator's size-class lock waits for it forever (seen in this test under ASan:
-# every thread of the hung child in SizeClassAllocator64::GetFromAllocator), whatever our code does.
+# Run in every other test run, never here: ASan's own allocator is not fork-safe. A child forked while another
+# thread of the parent held the allocator's size-class lock waits for it forever (seen in the first test under
+# ASan: every thread of the hung child in SizeClassAllocator64::GetFromAllocator), whatever our code does. The
+# second forks a child (multiprocessing) while the parent's CRT threads run, which risks the same; its child
+# reads an inherited BytesIO, no native code. (Session 48 deselected it for a report cut short in thread T1;
+# session 49 found that one's cause elsewhere: docs/development.md, "CI".)
 not_under_asan=(
     --deselect tests/integration/test_stream_safety.py::test_fork_children_read_while_other_threads_make_clients_and_read
+    --deselect tests/integration/test_landed.py::test_a_forked_child_reads_an_inherited_landed_stream
 )
 
 step "compiler"

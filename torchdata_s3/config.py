@@ -76,6 +76,13 @@ class S3Config:
             memory [64 MiB]: an object up to this size is kept whole (one GET, however the reader seeks);
             a larger one keeps the last part (``part_size_bytes``) read, and positions outside that are
             fetched again with ranged GETs.
+        small_object_bytes: an object that the loader, the datasets or the ``torchdata.nodes`` source fetch
+            with at most this many bytes (and at most ``part_size_bytes``) is yielded once all of it has
+            arrived, as a read-only ``io.BytesIO`` over the bytes it was received into
+            (:class:`~torchdata_s3.landed.LandedObjectStream`), not as a streaming
+            :class:`~torchdata_s3.reader.S3ObjectStream` [1 MiB]: nothing is left to fetch for it, so the
+            streaming layers would only cost time (a quarter of the CPU per 110 kB object, docs/streams.md).
+            0: every object streams. With ``cache_dir`` set, objects are streamed through the cache.
         request_timeout_ms: the longest wait for the next piece of a response before the request is
             cancelled and :class:`~torchdata_s3.S3TimeoutError` raised [10000].
         connect_timeout_ms: TCP/TLS connect timeout per attempt [3000].
@@ -147,6 +154,7 @@ class S3Config:
     read_window_bytes: int = 64 * MiB
     load_window_bytes: int = 256 * MiB
     retain_bytes: int = 64 * MiB
+    small_object_bytes: int = 1 * MiB
     request_timeout_ms: int = 10_000
     connect_timeout_ms: int = 3_000
     completion_timeout_ms: int = 60_000
@@ -184,6 +192,7 @@ class S3Config:
             ("read_window_bytes", 1),
             ("load_window_bytes", 1),
             ("retain_bytes", 0),
+            ("small_object_bytes", 0),
             ("multipart_threshold_bytes", 0),
             ("write_window_bytes", 1),
             ("request_timeout_ms", 1),

@@ -11,16 +11,25 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Generator, Iterator
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, TypeVar, Union
 
+from . import _core
 from .cache.object_cache import object_cache
 from .client import S3Client
 from .errors import S3Error
+from .landed import LandedObjectStream
 from .prefetch import PrefetchWindow
 from .reader import ObjectReader, S3ObjectStream
 from .url import S3Url
 
-__all__ = ["DEFAULT_MAX_INFLIGHT_BYTES", "DEFAULT_PREFETCH", "Fetched", "ObjectTarget", "fetch_in_order"]
+__all__ = [
+    "DEFAULT_MAX_INFLIGHT_BYTES",
+    "DEFAULT_PREFETCH",
+    "Fetched",
+    "FetchedStream",
+    "ObjectTarget",
+    "fetch_in_order",
+]
 
 MiB = 1024 * 1024
 # Objects requested ahead of the one being read, and the bytes they may buffer (PrefetchWindow). For small
@@ -40,13 +49,49 @@ class ObjectTarget(NamedTuple):
     etag: str = ""
 
 
+# What a loading door hands its reader: see Fetched.
+FetchedStream = Union[S3ObjectStream, LandedObjectStream]
+
+
 class Fetched(NamedTuple):
-    """An object as its reader gets it: a stream whose response has arrived, or the S3Error its request
-    failed with (the stream then is None and nothing is left open)."""
+    """An object as its reader gets it: a stream whose response has arrived (all of it, for an object of at
+    most ``small_object_bytes``: landed.py), or the S3Error its request failed with (the stream then is None
+    and nothing is left open)."""
 
     target: ObjectTarget
-    stream: Optional[S3ObjectStream]
+    stream: Optional[FetchedStream]
     error: Optional[S3Error]
+
+
+def _landed(native: _core.ObjectStream, location: S3Url, most_bytes: int) -> Optional[LandedObjectStream]:
+    """The object whole once it has arrived, if it has at most ``most_bytes`` (at most a part: one GET
+    received into one ``bytes``), its GET then closed. None, the GET untouched, for a larger one. Raises the
+    GET's failure (the caller closes it)."""
+    _first, size = native.placement()  # waits for the response's headers
+    if size > most_bytes:
+        return None
+    # An empty object's GET is never read (as ObjectReader never reads it): some servers (moto) fail its body
+    # with a 416 after headers that said 0 bytes.
+    data = native.read(-1) if size else b""  # the bytes it was received into, once the GET has ended cleanly
+    landed = LandedObjectStream(data, location, etag=native.etag, bytes_fetched=native.received_bytes)
+    native.close()
+    return landed
+
+
+T = TypeVar("T")
+
+
+def _answered(request: Any, wait: Callable[[], T]) -> tuple[Optional[T], Optional[S3Error]]:
+    """``wait()``'s result, or the S3Error it raised with ``request`` closed (closed as well, and raised, on
+    any other exception)."""
+    try:
+        return wait(), None
+    except S3Error as error:
+        request.close()
+        return None, error
+    except BaseException:
+        request.close()
+        raise
 
 
 def check_prefetch(prefetch: int, max_inflight_bytes: int) -> None:
@@ -78,6 +123,8 @@ def fetch_in_order(
     """
     config = client.config
     part = config.part_size_bytes
+    # Within a part, so that a small object's one GET brings all of it: landed.py.
+    landed_most_bytes = min(config.small_object_bytes, part)
     reading_window = config.read_window_bytes if multi_part_download else part
     rate = config.throughput_target_gbps * 1e9 / 8
     try:
@@ -99,23 +146,26 @@ def fetch_in_order(
         native = None
         if plan is None or plan.needs_get:
             _url, native = window.pop()
+        if plan is None and native is not None and landed_most_bytes:
+            landed, error = _answered(native, lambda: _landed(native, target.location, landed_most_bytes))
+            if error is not None:
+                return Fetched(target, None, error)
+            if landed is not None:
+                if target.size is None:
+                    window.remember_size(landed.size)  # for the guesses of the objects requested next
+                return Fetched(target, landed, None)
         reading: dict[str, Any] = {"size": target.size, "window_bytes": window.reading_window}
         reader = (
             ObjectReader(client, target.location, stream=native, **reading)
             if plan is None
             else plan.raw(client, target.location, native, **reading)
         )
-        try:
-            # Waits for the response headers and raises the request's failure. Not `size`: a listing gives
-            # the size, and the object would then be yielded before its answer, its failure coming from
-            # the reader's first read instead of here, at its turn.
-            reader.etag  # noqa: B018
-        except S3Error as error:
-            reader.close()
+        # Waits for the response headers and raises the request's failure. Not `size`: a listing gives the
+        # size, and the object would then be yielded before its answer, its failure coming from the reader's
+        # first read instead of here, at its turn.
+        _etag, error = _answered(reader, lambda: reader.etag)
+        if error is not None:
             return Fetched(target, None, error)
-        except BaseException:
-            reader.close()
-            raise
         if target.size is None:
             window.remember_size(reader.size_if_known)  # for the guesses of the objects requested next
         # Made once the size is known: its buffer is then no larger than the object (1 MiB otherwise).

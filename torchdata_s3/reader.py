@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
 from . import _core
 from .errors import S3Error
+from .landed import refuse_pickling
 from .url import S3Url
 
 if TYPE_CHECKING:
@@ -694,8 +695,4 @@ class S3ObjectStream(io.BufferedReader):
         return f"<torchdata_s3 S3ObjectStream {self.raw.name}>"
 
     def __reduce__(self) -> Any:
-        raise TypeError(
-            f"an S3ObjectStream ({self.raw.name}) cannot be pickled or sent to another process: its bytes "
-            "are in this process. In a DataLoader with workers, pass transform= (e.g. lambda s: s.read(), "
-            "or a decoder) so that workers return data instead of streams"
-        )
+        refuse_pickling(self.raw.name)

@@ -23,6 +23,7 @@ CLIENTS = {
     "torchdata_s3-copy_out": "ours_copy_out",
     "torchdata_s3-16k_reads": "ours_16k_reads",  # sockets read as upstream aws-c-io does
     "torchdata_s3-unscattered": "ours_unscattered",  # parts copied into read()'s results
+    "torchdata_s3-streamed": "ours_streamed",  # small objects streamed, not yielded whole once arrived
     "torchdata_s3-2_connections": "ours_two_connections",  # max_connections=2: a pool for a near endpoint
     "torchdata_s3-tuned": "ours_tuned",  # tune_connections=True: connections learned from the rate
     # The loader over the dataset's prefix: the listing's sizes let small objects land in read()'s result.

@@ -373,8 +373,9 @@ def test_a_faulty_endpoint_never_yields_short_or_wrong_objects(
     exact: list[str] = []
     failed: list[S3Error] = []
     started = time.monotonic()
-    # The loader raises an object's failure at its turn when its answer never came (the epoch then ends, as
-    # the original loader's did); a user who wants the rest starts again after it. A failure later in an
+    # The loader raises an object's failure at its turn when its answer never came, or when the object is
+    # one of a part or less, yielded whole once arrived (test_landed.py): the epoch then ends, as the
+    # original loader's did, and a user who wants the rest starts again after it. A failure later in a larger
     # object comes from its read, and the loader goes on.
     pending = [f"s3://{bucket}/data/"]
     for _attempt in range(len(expected) + 1):

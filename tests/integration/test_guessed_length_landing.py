@@ -6,7 +6,8 @@ PrefetchWindow.landing_capacity_of, GetObjectRequest::landing_capacity and on_pa
 must hold: every object byte-exact whether it fits the guess, is smaller than half of it, larger than it,
 empty or a part long; every way of reading it exact; a cut-off answer received again in place; a stream given
 up while its object arrives never lets a CRT thread write into freed memory (the sanitizer run includes this
-file).
+file). Every config here streams small objects (``small_object_bytes=0``): by default the loader yields them
+whole once arrived (test_landed.py), before any of this could happen under a reader.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def has_hash_of_equal_bytes(data: bytes) -> bool:
 def test_objects_of_unknown_size_land_in_the_bytes_read_returns(
     bucket: str, objects: dict[str, bytes]
 ) -> None:
-    config = S3Config.resolve(part_size_bytes=PART)
+    config = S3Config.resolve(small_object_bytes=0, part_size_bytes=PART)
     client = native_client(config)
     landed_before = client.landed_bytes
 
@@ -113,7 +114,7 @@ def test_objects_of_unknown_size_land_in_the_bytes_read_returns(
 def test_every_way_of_reading_a_guessed_landing_is_exact(
     bucket: str, objects: dict[str, bytes], reader: str
 ) -> None:
-    config = S3Config.resolve(part_size_bytes=PART)
+    config = S3Config.resolve(small_object_bytes=0, part_size_bytes=PART)
 
     for url, stream in load(list(objects), config):
         assert READERS[reader](stream) == objects[url], url
@@ -129,7 +130,7 @@ def is_a_guessed_get(request: ProxiedRequest) -> bool:
 def test_a_guessed_landing_cut_off_is_received_again_in_place(  # type: ignore[no-untyped-def]
     bucket: str, objects: dict[str, bytes], proxy: FaultProxy
 ) -> None:
-    config = S3Config.resolve(endpoint_url=proxy.endpoint_url, part_size_bytes=PART)
+    config = S3Config.resolve(small_object_bytes=0, endpoint_url=proxy.endpoint_url, part_size_bytes=PART)
     client = native_client(config)
     landed_before = client.landed_bytes
     proxy.force(Fault.CUT_BODY, 2, eligible=is_a_guessed_get)
@@ -147,7 +148,7 @@ def test_a_stream_given_up_while_its_guessed_landing_arrives_lets_the_client_rea
     """Bodies stalled mid-way while the CRT writes into the guessed results: closing or dropping the streams
     must end those writes before the memory goes."""
     config = S3Config.resolve(
-        endpoint_url=proxy.endpoint_url, part_size_bytes=PART, request_timeout_ms=20_000
+        small_object_bytes=0, endpoint_url=proxy.endpoint_url, part_size_bytes=PART, request_timeout_ms=20_000
     )
     urls = [url for url in objects if url.endswith(f"-{SIZE}")]
     proxy.force(Fault.STALL_BODY, 3, eligible=is_a_guessed_get)

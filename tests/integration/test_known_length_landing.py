@@ -6,7 +6,8 @@ PyObjectStream.start / ObjectStream::start(result_memory). The memory is lent to
 start, so what must hold is about its life: every way of reading such a stream is exact, a Buffer from
 read_chunk() keeps the memory alive after the stream is gone, and a stream closed, dropped or failed while its
 object is still arriving never lets a CRT thread write into freed memory (the sanitizer run includes this
-file).
+file). Every config here streams small objects (``small_object_bytes=0``): by default the loader yields them
+whole once arrived (test_landed.py), before any of this could happen under a reader.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def load_prefix(bucket: str, config: S3Config) -> Iterator[tuple[str, io.Buffere
 def test_a_listed_object_is_received_into_the_bytes_read_returns(
     bucket: str, listed: dict[str, bytes]
 ) -> None:
-    config = S3Config.resolve(part_size_bytes=PART)
+    config = S3Config.resolve(small_object_bytes=0, part_size_bytes=PART)
     client = native_client(config)
     landed_before = client.landed_bytes
 
@@ -107,7 +108,7 @@ READERS: dict[str, Callable[[io.BufferedIOBase], bytes]] = {
 def test_every_way_of_reading_a_landing_object_is_exact(
     bucket: str, listed: dict[str, bytes], reader: str
 ) -> None:
-    config = S3Config.resolve(part_size_bytes=PART)
+    config = S3Config.resolve(small_object_bytes=0, part_size_bytes=PART)
 
     for url, stream in load_prefix(bucket, config):
         expected = listed[url]
@@ -123,7 +124,7 @@ def test_a_stream_given_up_while_its_object_arrives_lets_the_client_read_on(  # 
     """Bodies stalled mid-way: the CRT's connections are still writing into the streams' memory when the
     reader gives them up. Closing or dropping must end those writes before the memory goes."""
     config = S3Config.resolve(
-        endpoint_url=proxy.endpoint_url, part_size_bytes=PART, request_timeout_ms=20_000
+        small_object_bytes=0, endpoint_url=proxy.endpoint_url, part_size_bytes=PART, request_timeout_ms=20_000
     )
     proxy.force(Fault.STALL_BODY, len(listed) - 1, eligible=has_a_body_to_cut)
     streams = list(load_prefix(bucket, config))  # each yielded once its answer's head is in
@@ -141,7 +142,7 @@ def test_a_stream_given_up_while_its_object_arrives_lets_the_client_read_on(  # 
 def test_a_landing_object_cut_off_is_received_again_in_place(  # type: ignore[no-untyped-def]
     bucket: str, listed: dict[str, bytes], proxy: FaultProxy
 ) -> None:
-    config = S3Config.resolve(endpoint_url=proxy.endpoint_url, part_size_bytes=PART)
+    config = S3Config.resolve(small_object_bytes=0, endpoint_url=proxy.endpoint_url, part_size_bytes=PART)
     client = native_client(config)
     landed_before = client.landed_bytes
     proxy.force(Fault.CUT_BODY, 2, eligible=has_a_body_to_cut)
@@ -155,7 +156,9 @@ def test_a_landing_object_cut_off_is_received_again_in_place(  # type: ignore[no
 def test_a_landing_read_that_fails_raises_typed_and_the_client_reads_on(  # type: ignore[no-untyped-def]
     bucket: str, listed: dict[str, bytes], proxy: FaultProxy
 ) -> None:
-    config = S3Config.resolve(endpoint_url=proxy.endpoint_url, part_size_bytes=PART, max_retries=1)
+    config = S3Config.resolve(
+        small_object_bytes=0, endpoint_url=proxy.endpoint_url, part_size_bytes=PART, max_retries=1
+    )
     proxy.force(Fault.CUT_BODY, 100)
 
     with pytest.raises(S3NetworkError) as caught:
@@ -182,7 +185,7 @@ def test_a_byte_range_of_one_part_is_received_into_the_bytes_read_returns(  # ty
 ) -> None:
     data = payload(21, PART + 3 * MIB + 7 if last >= PART - 1 else 3 * MIB + 7)
     boto_s3.put_object(Bucket=bucket, Key="ranged", Body=data)
-    config = S3Config.resolve(part_size_bytes=PART)
+    config = S3Config.resolve(small_object_bytes=0, part_size_bytes=PART)
     client = native_client(config)
     landed_before = client.landed_bytes
 

@@ -30,11 +30,18 @@ def formats(boto_s3, bucket: str) -> dict[str, str]:  # type: ignore[no-untyped-
     return expected
 
 
+# The formats are small: by default each arrives whole (an io.BytesIO, torchdata_s3/landed.py);
+# small_object_bytes=0 streams them through S3ObjectStream.
+@pytest.mark.parametrize("small_object_bytes", [S3Config.small_object_bytes, 0], ids=["landed", "streamed"])
 @pytest.mark.parametrize(("num_workers", "context"), [(0, None), (2, "fork"), (2, "spawn")])
 def test_every_reader_takes_the_loaders_streams_unchanged(
-    formats: dict[str, str], bucket: str, num_workers: int, context: str
+    formats: dict[str, str], bucket: str, num_workers: int, context: str, small_object_bytes: int
 ) -> None:
-    pipe = IterableWrapper([f"s3://{bucket}/formats/"]).load_files_by_s3().map(decode)
+    pipe = (
+        IterableWrapper([f"s3://{bucket}/formats/"])
+        .load_files_by_s3(small_object_bytes=small_object_bytes)
+        .map(decode)
+    )
     loader = DataLoader(
         pipe,
         batch_size=None,

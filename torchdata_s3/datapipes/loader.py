@@ -34,12 +34,14 @@ class S3FileLoader(S3IterDataPipe[tuple[str, StreamWrapper]]):
     torchdata's ``S3FileLoader`` (0.4-0.9), but GIL-free, streaming, and prefetching.
 
     ``stream`` is a seekable binary file object (:class:`~torchdata_s3.reader.S3ObjectStream`: ``read``,
-    ``readinto``, ``readline``, iteration over lines, ``seek``/``tell`` anywhere) wrapped in torch's
-    ``StreamWrapper``, as the original yielded its ``BytesIO``; so ``PIL.Image.open``, ``torch.load``,
-    ``numpy.load``, ``zipfile``, ``tarfile`` and pyarrow take it as it is. An object up to
+    ``readinto``, ``readline``, iteration over lines, ``seek``/``tell`` anywhere; an object of at most
+    ``small_object_bytes`` (1 MiB) arrives whole first and is a
+    :class:`~torchdata_s3.landed.LandedObjectStream`, an ``io.BytesIO`` over the bytes it was received into)
+    wrapped in torch's ``StreamWrapper``, as the original yielded its ``BytesIO``; so ``PIL.Image.open``,
+    ``torch.load``, ``numpy.load``, ``zipfile``, ``tarfile`` and pyarrow take it as it is. An object up to
     ``retain_bytes`` (64 MiB) is kept whole once read; a larger one keeps its last part, and other positions
-    are fetched again with ranged GETs. The object's response has arrived when it is yielded: a missing or
-    unreadable object raises then, in input order.
+    are fetched again with ranged GETs. The object's response has arrived when it is yielded (all of it, for
+    a small one): a missing or unreadable object raises then, in input order.
 
     Inputs ending in ``/`` (and bare buckets) are prefixes: they expand to the objects under them, in key
     order. Other inputs are objects. The size of an object listed here, or by a ``list_files_by_s3()``

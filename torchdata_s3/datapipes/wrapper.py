@@ -13,8 +13,8 @@ __all__ = ["S3StreamWrapper"]
 
 
 class S3StreamWrapper(StreamWrapper):
-    """torch's ``StreamWrapper`` around an :class:`~torchdata_s3.reader.S3ObjectStream` (what the original
-    loader's ``BytesIO`` came in, so ``isinstance`` checks and torch's closing of streams behave the same).
+    """torch's ``StreamWrapper`` around a stream of the loader's (what the original loader's ``BytesIO``
+    came in, so ``isinstance`` checks and torch's closing of streams behave the same).
 
     torch's wrapper reaches every method of the stream through ``__getattr__`` (about a microsecond a call)
     and iterates it through a generator (a step per line). Here the calls of a read loop are the stream's own

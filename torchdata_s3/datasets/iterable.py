@@ -30,8 +30,9 @@ class S3IterableDataset(IterableDataset):
 
     Build it with :meth:`from_prefix` (every object under one or more prefixes, listed once, on one rank,
     when the dataset is built) or :meth:`from_objects` (the given object URLs, in the given order). ``stream``
-    is the seekable :class:`~torchdata_s3.reader.S3ObjectStream` that ``load_files_by_s3`` yields (with
-    ``url``, ``bucket`` and ``key``), fetched with the same prefetch (``prefetch`` objects ahead within
+    is the seekable stream that ``load_files_by_s3`` yields (an :class:`~torchdata_s3.reader.S3ObjectStream`,
+    or a :class:`~torchdata_s3.landed.LandedObjectStream` for an object of at most ``small_object_bytes``;
+    with ``url``, ``bucket`` and ``key``), fetched with the same prefetch (``prefetch`` objects ahead within
     ``max_inflight_bytes``), local cache (``cache_dir``) and typed errors.
 
     Order and sharding: each epoch reads the objects in key order, or with ``shuffle=True`` in a permutation

@@ -23,7 +23,9 @@ class S3MapDataset(Dataset):
     A batch of indices (``DataLoader`` calls ``__getitems__`` with a batch's indices) is fetched with
     concurrent GETs, ``prefetch`` at a time within ``max_inflight_bytes``, so a shuffled batch costs about one
     round trip rather than one per object. ``stream`` is the seekable
-    :class:`~torchdata_s3.reader.S3ObjectStream` (with ``url``, ``bucket``, ``key``).
+    :class:`~torchdata_s3.reader.S3ObjectStream` (with ``url``, ``bucket``, ``key``), or for an object of at
+    most ``small_object_bytes`` (1 MiB), which arrives whole first, a
+    :class:`~torchdata_s3.landed.LandedObjectStream` (an ``io.BytesIO`` with the same attributes).
 
     Raises (when built): S3FileNotFoundError if no object is found (an empty prefix), InvalidS3UrlError,
     S3PermissionError, S3NetworkError. Reads raise the object's typed error, naming its URL.

@@ -18,14 +18,20 @@ from ..client import S3Client, is_folder_marker
 from ..config import S3Config
 from ..distributed import computed_on_one_rank
 from ..errors import S3FileNotFoundError
-from ..fetch import DEFAULT_MAX_INFLIGHT_BYTES, DEFAULT_PREFETCH, ObjectTarget, check_prefetch, fetch_in_order
+from ..fetch import (
+    DEFAULT_MAX_INFLIGHT_BYTES,
+    DEFAULT_PREFETCH,
+    FetchedStream,
+    ObjectTarget,
+    check_prefetch,
+    fetch_in_order,
+)
 from ..options import config_from_arguments
-from ..reader import S3ObjectStream
 from ..url import S3Url, parse_s3_url
 
 __all__ = ["DatasetObjects", "MissingObjectWarning", "Transform", "identity_transform"]
 
-Transform = Callable[[S3ObjectStream], Any]
+Transform = Callable[[FetchedStream], Any]
 # Inputs named in full in a state (a few prefixes); more are represented by their digest alone.
 INPUTS_NAMED = 8
 
@@ -34,7 +40,7 @@ class MissingObjectWarning(UserWarning):
     """An object listed when the dataset was built is gone, and ``skip_missing=True`` skipped it."""
 
 
-def identity_transform(stream: S3ObjectStream) -> S3ObjectStream:
+def identity_transform(stream: FetchedStream) -> FetchedStream:
     """The default transform: the seekable stream itself."""
     return stream
 
