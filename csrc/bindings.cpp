@@ -87,7 +87,7 @@ std::shared_ptr<S3Client> make_client(ClientOptions options) {
     S3Client* client;
     {
         GilRelease release;
-        ClientSetup setup(PyThread_get_thread_ident() == g_main_thread);  // the exit waits for it (crt_runtime.h)
+        ClientSetup setup(parked_at_exit);  // the end of the interpreter's finalisation waits for it (crt_runtime.h)
         client = new S3Client(std::move(options));
     }
     return std::shared_ptr<S3Client>(client, [](S3Client* c) {
@@ -159,6 +159,8 @@ PYBIND11_MODULE(_core, m) {
     m.attr("CRT_POOL_RESERVE_BYTES") = kPoolReserveBytes;
     m.attr("CRT_MINIMUM_MEMORY_LIMIT_BYTES") = kMinimumMemoryLimitBytes;
     g_main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
+    // Last in the interpreter's finalisation, before exit() runs OpenSSL's exit handler (crt_runtime.h).
+    Py_AtExit([] { wait_for_client_setups(kExitWaitsForClientSetupsMs); });
 
     py::register_exception_translator([](std::exception_ptr pointer) {
         try {
@@ -175,8 +177,6 @@ PYBIND11_MODULE(_core, m) {
             g_error_factory = factory.release().ptr();
         },
         py::arg("factory"), "Installs callable(info: dict) -> BaseException used for every failed request.");
-    m.def("prepare_for_exit", &prepare_for_exit, py::arg("timeout_ms"), py::call_guard<py::gil_scoped_release>(),
-          "Refuses client setups from now on and waits up to timeout_ms for those under way; True if none is left.");
     m.def("enable_crt_logging", &enable_crt_logging, py::arg("level"),
           "Sends the CRT's own log lines at `level` and above to stderr (process-wide).");
     m.def(

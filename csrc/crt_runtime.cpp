@@ -167,19 +167,19 @@ CrtRuntime::~CrtRuntime() {
 }
 
 namespace {
-// Sequentially consistent, so that a setup and prepare_for_exit() cannot miss each other: either the setup sees
-// the exit begun, or the exit sees the setup counted.
+// Sequentially consistent, like the state must_park() reads: a setup either sees the exit's state or is counted
+// before the exit looks.
 std::atomic<int> g_setups_under_way{0};
-std::atomic<bool> g_exit_begun{false};
 // A fork() child has none of its parent's other threads, so none of their setups: counted, they would make its
 // exit wait out the whole timeout.
 void no_setups_in_child() { g_setups_under_way.store(0); }
 const bool g_setups_reset_in_children = pthread_atfork(nullptr, nullptr, no_setups_in_child) == 0;
 }  // namespace
 
-ClientSetup::ClientSetup(bool on_exiting_thread) {
+ClientSetup::ClientSetup(bool (*must_park)()) {
+    (void)g_setups_reset_in_children;
     g_setups_under_way.fetch_add(1);
-    if (g_exit_begun.load() && !on_exiting_thread) {
+    if (must_park()) {
         g_setups_under_way.fetch_sub(1);
         for (;;) pause();
     }
@@ -187,9 +187,7 @@ ClientSetup::ClientSetup(bool on_exiting_thread) {
 
 ClientSetup::~ClientSetup() { g_setups_under_way.fetch_sub(1); }
 
-bool prepare_for_exit(uint32_t timeout_ms) {
-    (void)g_setups_reset_in_children;
-    g_exit_begun.store(true);
+bool wait_for_client_setups(uint32_t timeout_ms) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     while (g_setups_under_way.load() > 0) {
         if (std::chrono::steady_clock::now() >= deadline) return false;

@@ -57,23 +57,26 @@ private:
 
 // Held by a thread while it sets up a client: the CRT's one-time initialisation (s2n reads the system's trust
 // store) and the client's TLS contexts use the TLS library's process-wide state. Built against the system's
-// OpenSSL, that state is freed by OpenSSL's own exit handler (OPENSSL_cleanup, which exit() runs after the
+// OpenSSL, that state is freed by OpenSSL's own exit handler (OPENSSL_cleanup, which exit() runs once the
 // interpreter has finalised) whatever other threads are doing with it: a daemon thread making the process's first
-// client as the main thread returned read freed memory under ASan, and such a process can die with SIGSEGV
-// instead of exiting 0. Once prepare_for_exit() has run, any thread but the one running the exit parks here
-// (pauses until the process ends: Python parks its daemon threads reaching for the GIL at exit the same way);
-// that one sets up as before (an atexit handler of the user's may write to S3), nothing running beside it.
+// client as the main thread returned read freed memory under ASan, and such a process died with SIGSEGV in 17
+// of 24 tries instead of exiting 0. So the end of the interpreter's finalisation waits for setups under way
+// (wait_for_client_setups), and a thread asked to park (`must_park()`, asked once this setup is counted, so that
+// the two cannot miss each other: the interpreter has finalised and this is not the thread running the exit)
+// pauses until the process ends instead of starting one, as CPython parks daemon threads at exit.
 class ClientSetup {
 public:
-    explicit ClientSetup(bool on_exiting_thread);
+    explicit ClientSetup(bool (*must_park)());
     ~ClientSetup();
     ClientSetup(const ClientSetup&) = delete;
     ClientSetup& operator=(const ClientSetup&) = delete;
 };
 
-// Called when the interpreter begins to exit (Python's atexit handlers run before C's): no client setup starts
-// after it, and it waits up to `timeout_ms` for those under way. True if none was left running.
-bool prepare_for_exit(uint32_t timeout_ms);
+// How long the exit waits for client setups under way: one takes milliseconds; the bound is for a stuck one.
+constexpr uint32_t kExitWaitsForClientSetupsMs = 10000;
+
+// Waits up to `timeout_ms` until no ClientSetup is under way; false if one still is.
+bool wait_for_client_setups(uint32_t timeout_ms);
 
 // Turns on the CRT's own logging to stderr ("error", "warn", "info", "debug", "trace"). Process-wide. The
 // request signer never logs below "warn": its INFO lines hold session tokens.

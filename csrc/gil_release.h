@@ -12,6 +12,10 @@ bool interpreter_finalizing();
 // threading.main_thread().ident, the thread that finalises the interpreter; set when the module loads.
 extern unsigned long g_main_thread;
 
+// Whether the calling thread is one CPython would park: the interpreter has finalised and this thread is not
+// the one running the exit. GIL not needed.
+inline bool parked_at_exit() { return interpreter_finalizing() && PyThread_get_thread_ident() != g_main_thread; }
+
 // Releases the GIL for a blocking wait. pybind11's guard reacquires it in a noexcept destructor; if the
 // interpreter finalised meanwhile (a daemon thread waiting for S3 at exit), CPython ends that thread with
 // pthread_exit, whose forced unwind through a noexcept frame aborts the whole process. This guard parks
@@ -21,7 +25,7 @@ class GilRelease {
 public:
     GilRelease() : state_(PyEval_SaveThread()) {}
     ~GilRelease() noexcept(false) {
-        if (interpreter_finalizing() && PyThread_get_thread_ident() != g_main_thread) {
+        if (parked_at_exit()) {
             for (;;) pause();
         }
         PyEval_RestoreThread(state_);

@@ -6,7 +6,6 @@ the child makes its own on first use. DataLoader workers therefore work under fo
 
 from __future__ import annotations
 
-import atexit
 import functools
 import os
 import threading
@@ -63,12 +62,6 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-# Built against the system's OpenSSL, the TLS library's state is freed by its exit handler under any thread
-# still setting up a native client (crt_runtime.h, ClientSetup): the interpreter's exit parks other threads'
-# new setups and waits for those under way. One takes milliseconds; the bound is for a stuck one.
-EXIT_WAITS_FOR_CLIENT_SETUP_MS = 10_000
-atexit.register(_core.prepare_for_exit, EXIT_WAITS_FOR_CLIENT_SETUP_MS)
 
 
 @functools.lru_cache(maxsize=64)
