@@ -257,6 +257,17 @@ def test_a_missing_ca_bundle_is_refused_when_the_configuration_is_made(
         S3Config.resolve(endpoint_url="https://127.0.0.1:1", ca_file=str(tmp_path / "missing.pem"))
 
 
+def run_script(script: str) -> subprocess.CompletedProcess:
+    """`script` run by a fresh interpreter from the repository's root, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parents[2],
+    )
+
+
 def test_the_process_exits_promptly_after_a_tls_failure(https_endpoint: LocalEndpoint) -> None:
     script = textwrap.dedent(
         f"""
@@ -269,13 +280,7 @@ def test_the_process_exits_promptly_after_a_tls_failure(https_endpoint: LocalEnd
         """
     )
     started = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=Path(__file__).parents[2],
-    )
+    result = run_script(script)
     elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "raised S3NetworkError"
@@ -302,13 +307,7 @@ def test_the_process_exits_cleanly_with_reads_over_tls_in_flight(
         print("exiting", flush=True)
         """
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=Path(__file__).parents[2],
-    )
+    result = run_script(script)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "exiting"
     assert result.stderr == ""
