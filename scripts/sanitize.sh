@@ -112,6 +112,9 @@ if [[ "$libasan" != /* ]]; then  # gcc prints the bare name when it has no such 
     libasan=$(gcc -print-file-name=libasan.so)
 fi
 libstdcxx=$(g++ -print-file-name=libstdc++.so)
+mkdir -p "$out"
+let_reports_finish=$out/let-sanitizer-reports-finish.so
+gcc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$let_reports_finish" scripts/let-sanitizer-reports-finish.c
 [[ -e "$libasan" && -e "$libstdcxx" ]] || fail "no ASan runtime ($libasan) or libstdc++ ($libstdcxx)"
 gcc_version=$(gcc --version)
 echo "sanitize: ${gcc_version%%$'\n'*}; runtime $libasan"
@@ -149,7 +152,7 @@ sanitized() (
         asan+=":symbolize=0:log_path=$reports/asan"
         ubsan+=":log_path=$reports/ubsan"
     fi
-    LD_PRELOAD="$libasan $libstdcxx" ASAN_OPTIONS="$asan" UBSAN_OPTIONS="$ubsan" "$py" "$@"
+    LD_PRELOAD="$libasan $libstdcxx $let_reports_finish" ASAN_OPTIONS="$asan" UBSAN_OPTIONS="$ubsan" "$py" "$@"
 )
 
 step "checking that the sanitizers are live at run time"
@@ -183,6 +186,28 @@ print("survived")
 fi
 grep -q 'AddressSanitizer: heap-use-after-free' <<<"$probe" || fail "no ASan report for a use-after-free: $probe"
 echo "sanitize: a deliberate use-after-free aborts with an ASan report"
+# And that a report made by another thread while the main thread exits completes and fails its process, as a
+# daemon thread's did not in session 48 (scripts/let-sanitizer-reports-finish.c): a sanitized helper sleeps,
+# then reads freed memory, on a thread of a process whose main thread returns meanwhile.
+probe_dir=$out/probe
+rm -rf "$probe_dir" && mkdir -p "$probe_dir"
+printf '%s\n' '#include <stdlib.h>' '#include <unistd.h>' \
+    'void late_use_after_free(void) { usleep(300000); volatile char* p = malloc(64); free((void*)p); (void)p[0]; }' \
+    >"$probe_dir/late.c"
+gcc -shared -fPIC -O0 -fsanitize=address -o "$probe_dir/late.so" "$probe_dir/late.c"
+reports=$probe_dir
+if sanitized -c "
+import ctypes, threading, time
+late = ctypes.CDLL('$probe_dir/late.so')
+threading.Thread(target=late.late_use_after_free, daemon=True).start()
+time.sleep(0.3)
+" 2>/dev/null; then
+    fail "a report made while the process exited did not fail it: $(cat "$probe_dir"/asan.* 2>/dev/null)"
+fi
+reports=""
+grep -q '^SUMMARY: AddressSanitizer: heap-use-after-free' "$probe_dir"/asan.* ||
+    fail "a report made while the process exited is incomplete: $(cat "$probe_dir"/asan.* 2>/dev/null)"
+echo "sanitize: a report made while the process exits completes and fails the process"
 
 step "tests under ASan + UBSan"
 if (($# == 0)); then set -- "${subset[@]}"; fi
