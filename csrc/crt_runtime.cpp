@@ -167,8 +167,8 @@ CrtRuntime::~CrtRuntime() {
 }
 
 namespace {
-// Sequentially consistent, like the state must_park() reads: a setup either sees the exit's state or is counted
-// before the exit looks.
+// Counted before must_park() is asked: a setup either sees the interpreter finalising (and parks) or is counted
+// when wait_for_client_setups() looks, which is at the end of the finalisation, long after it was marked.
 std::atomic<int> g_setups_under_way{0};
 // A fork() child has none of its parent's other threads, so none of their setups: counted, they would make its
 // exit wait out the whole timeout.

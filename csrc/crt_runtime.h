@@ -61,9 +61,9 @@ private:
 // interpreter has finalised) whatever other threads are doing with it: a daemon thread making the process's first
 // client as the main thread returned read freed memory under ASan, and such a process died with SIGSEGV in 17
 // of 24 tries instead of exiting 0. So the end of the interpreter's finalisation waits for setups under way
-// (wait_for_client_setups), and a thread asked to park (`must_park()`, asked once this setup is counted, so that
-// the two cannot miss each other: the interpreter has finalised and this is not the thread running the exit)
-// pauses until the process ends instead of starting one, as CPython parks daemon threads at exit.
+// (wait_for_client_setups), and a thread told to park (`must_park()`, asked once this setup is counted, so that
+// the two cannot miss each other: true once the interpreter has finalised, for any thread but the one running
+// the exit) pauses until the process ends instead of starting one, as CPython parks daemon threads at exit.
 class ClientSetup {
 public:
     explicit ClientSetup(bool (*must_park)());
