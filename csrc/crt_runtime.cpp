@@ -187,13 +187,11 @@ ClientSetup::ClientSetup(bool (*must_park)()) {
 
 ClientSetup::~ClientSetup() { g_setups_under_way.fetch_sub(1); }
 
-bool wait_for_client_setups(uint32_t timeout_ms) {
+void wait_for_client_setups(uint32_t timeout_ms) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (g_setups_under_way.load() > 0) {
-        if (std::chrono::steady_clock::now() >= deadline) return false;
+    while (g_setups_under_way.load() > 0 && std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    return true;
 }
 
 void enable_crt_logging(const char* level_name) {

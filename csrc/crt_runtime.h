@@ -75,8 +75,8 @@ public:
 // How long the exit waits for client setups under way: one takes milliseconds; the bound is for a stuck one.
 constexpr uint32_t kExitWaitsForClientSetupsMs = 10000;
 
-// Waits up to `timeout_ms` until no ClientSetup is under way; false if one still is.
-bool wait_for_client_setups(uint32_t timeout_ms);
+// Waits until no ClientSetup is under way, or `timeout_ms` has passed.
+void wait_for_client_setups(uint32_t timeout_ms);
 
 // Turns on the CRT's own logging to stderr ("error", "warn", "info", "debug", "trace"). Process-wide. The
 // request signer never logs below "warn": its INFO lines hold session tokens.
