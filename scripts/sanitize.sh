@@ -147,8 +147,8 @@ sanitized() (
     ubsan="print_stacktrace=1:halt_on_error=1"
     if [[ -n "$reports" ]]; then
         # symbolize=0: a report written to a file prints its frames as module+offset at once, and print_report
-        # below resolves them. Symbolizing in the dying process is slow: twice in session 48's CI runs a
-        # short-lived process exited while its thread was still symbolizing, leaving three lines and no stack.
+        # below resolves them, rather than the dying process symbolizing each frame (what keeps a report from
+        # being cut short by its process's exit is scripts/let-sanitizer-reports-finish.c).
         asan+=":symbolize=0:log_path=$reports/asan"
         ubsan+=":log_path=$reports/ubsan"
     fi

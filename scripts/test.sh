@@ -51,17 +51,18 @@ step "lint"
 scripts/lint.sh
 checks_status=0
 failed_checks=()
+mkdir -p build/checks
+check_failed() {  # check_failed NAME STATUS
+    checks_status=$2
+    failed_checks+=("$1")
+}
 # check NAME COMMAND...: runs a check whose failure is reported at the end, after the full test run has had its
 # say too, with the last lines of its output again (build/checks/NAME.log): CI shows only the end of the log.
 check() {
     local name=$1 status=0
     shift
-    mkdir -p build/checks
     "$@" 2>&1 | tee "build/checks/$name.log" || status=$?
-    if ((status != 0)); then
-        checks_status=$status
-        failed_checks+=("$name")
-    fi
+    ((status == 0)) || check_failed "$name" "$status"
     return "$status"
 }
 report_failed_checks() {
@@ -122,11 +123,7 @@ if (($# == 0)) && [[ "${GENERATIONS:-1}" != 0 ]]; then
 fi
 if [[ -n "$wheels_pid" ]]; then
     step "waiting for the other wheels and the smoke tests"
-    mkdir -p build/checks
-    if ! wait "$wheels_pid"; then
-        checks_status=1
-        failed_checks+=(other-wheels)
-    fi
+    wait "$wheels_pid" || check_failed other-wheels $?
     grep -v -e '^WARNING' -e '^INFO' build/wheels-rest.log | tee build/checks/other-wheels.log
 fi
 step "done"
